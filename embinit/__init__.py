@@ -1,0 +1,1 @@
+"""Reproduction of 'On Initializing Transformers with Pre-trained Embeddings' (arXiv 2407.12514)."""

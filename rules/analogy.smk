@@ -1,0 +1,1 @@
+# analogy stage (see docs/design.md)

@@ -1,0 +1,1 @@
+# embeddings stage (see docs/design.md)

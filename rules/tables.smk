@@ -1,0 +1,1 @@
+# tables stage (see docs/design.md)

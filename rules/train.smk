@@ -1,0 +1,1 @@
+# train stage (see docs/design.md)

@@ -1,0 +1,68 @@
+"""Shared fixtures: tiny datasets in the real raw formats, and the snakemake runner used by workflow tests."""
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),
+                                  reason=f"the data mirror {SHARED_DATA} is absent (it sits beside the repo in CI)")
+
+EN = ["A man rides a red bike .", "Two dogs play in the snow .", "A woman reads a book .",
+      "A man reads a red book .", "Two women ride bikes .", "A dog runs in the park ."]
+DE = ["Ein Mann fährt ein rotes Fahrrad .", "Zwei Hunde spielen im Schnee .", "Eine Frau liest ein Buch .",
+      "Ein Mann liest ein rotes Buch .", "Zwei Frauen fahren Fahrrad .", "Ein Hund rennt im Park ."]
+
+
+def write_gz_lines(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def write_tsv(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join("\t".join(r) for r in [header, *rows]) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def tiny_mirror(tmp_path: Path) -> Path:
+    """A mirror directory laid out like ../shared/data, holding tiny Multi30k and SST-2 files."""
+    root = tmp_path / "mirror"
+    raw = root / "multi30k" / "task1" / "raw"
+    for split, n in (("train", 6), ("val", 3), ("test_2016_flickr", 3)):
+        write_gz_lines(raw / f"{split}.en.gz", (EN * 2)[:n] if split != "train" else EN * 3)
+        write_gz_lines(raw / f"{split}.de.gz", (DE * 2)[:n] if split != "train" else DE * 3)
+    sst = [["a gripping , funny film", "1"], ["dull and lifeless", "0"], ["a funny , warm film", "1"],
+           ["lifeless and dull plot", "0"]] * 5
+    write_tsv(root / "glue" / "SST-2" / "train.tsv", ["sentence", "label"], sst)
+    write_tsv(root / "glue" / "SST-2" / "dev.tsv", ["sentence", "label"], sst[:4])
+    return root
+
+
+def load_default_config() -> dict:
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout: int = 600):
+    """Run snakemake from this venv on the repo's workflow; return the CompletedProcess."""
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(cwd),
+           *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONHASHSEED": "0"})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def write_config(path: Path, overrides: dict) -> Path:
+    """A config file holding only the overrides; snakemake merges it over config.yaml."""
+    path.write_text(yaml.safe_dump(overrides, sort_keys=False))
+    return path
