@@ -5,7 +5,7 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "config.yaml"
+configfile: f"{workflow.basedir}/config.yaml"
 
 
 validate(config, "schemas/config.schema.yaml")

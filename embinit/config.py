@@ -20,7 +20,7 @@ def _require(value, allowed, key: str) -> None:
 def check(config: dict) -> None:
     """Raise ConfigError naming the key if a name does not refer to something defined."""
     from embinit.embeddings import MISSING_POLICIES
-    from embinit.initializers import REGISTRY
+    from embinit.initializers import INITIALIZERS as REGISTRY
 
     if config["mirror"] is not None and not Path(config["mirror"]).is_dir():
         raise ConfigError(f"config key mirror: directory {config['mirror']!r} does not exist")
@@ -53,7 +53,7 @@ def check(config: dict) -> None:
 
 
 def _check_block(config: dict, name: str, block: dict) -> None:
-    from embinit.initializers import REGISTRY
+    from embinit.initializers import INITIALIZERS as REGISTRY
 
     _require(block["task"], config["tasks"], f"blocks.{name}.task")
     sides = sides_of(config, name)

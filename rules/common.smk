@@ -1,8 +1,13 @@
 # Paths and input functions shared by every rule file. Names follow docs/design.md.
+import os
 import re
 
 from embinit.config import dim_of, initializers_of, seeds_of, sides_of, tokenizer_of
 
+# Jobs import the embinit package from this checkout, also inside --sdm conda environments and on cluster nodes.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
+
+PIPELINE_ENV = "../envs/pipeline.yaml"
 DATA = config["data_dir"]
 RES = config["results_dir"]
 

@@ -12,6 +12,8 @@ rule fetch:
         f"{DATA}/logs/fetch/{{relpath}}.log",
     localrule: True
     retries: 2
+    conda:
+        PIPELINE_ENV
     script:
         "../workflow_scripts/fetch.py"
 

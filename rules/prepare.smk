@@ -15,6 +15,8 @@ for _task, _tcfg in config["tasks"].items():
             fmt=_tcfg["format"],
         log:
             f"{DATA}/logs/prepare/{_task}.log",
+        conda:
+            PIPELINE_ENV
         script:
             "../workflow_scripts/prepare.py"
 
@@ -45,5 +47,7 @@ for _task, _tcfg in config["tasks"].items():
             f"{DATA}/logs/vocab/{_task}/{{tokenizer}}.log",
         resources:
             mem_mb=8000,
+        conda:
+            PIPELINE_ENV
         script:
             "../workflow_scripts/build_vocab.py"

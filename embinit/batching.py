@@ -1,0 +1,114 @@
+"""Datasets from the tokenized Parquet files (docs/design.md) and length-bucketed batches.
+
+Batches hold exactly `batch_size` sentences (the paper's Table 5) but are drawn from sentences of similar
+length, so little compute goes to padding; the batch order is reshuffled every epoch from a seeded
+torch.Generator, whose state the training checkpoint saves.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+import torch
+
+from embinit.vocab import PAD
+
+
+def truncate(ids: np.ndarray, max_len: int) -> np.ndarray:
+    """At most max_len ids; a cut sequence keeps its closing <eos> so it still ends like the others."""
+    if len(ids) <= max_len:
+        return ids
+    return np.concatenate([ids[: max_len - 1], ids[-1:]])
+
+
+def _id_arrays(column: pd.Series, max_len: int) -> list[np.ndarray]:
+    return [truncate(np.asarray(ids, dtype=np.int64), max_len) for ids in column]
+
+
+def pad(sequences: list[np.ndarray]) -> torch.Tensor:
+    """Right-pad with <pad> to the longest sequence: (B, T) int64."""
+    out = np.full((len(sequences), max(len(s) for s in sequences)), PAD, dtype=np.int64)
+    for row, seq in enumerate(sequences):
+        out[row, : len(seq)] = seq
+    return torch.from_numpy(out)
+
+
+class TranslationData:
+    """German source ids, English target ids (both <bos> ... <eos>) and the reference text for BLEU."""
+
+    def __init__(self, path: str, max_len: int):
+        frame = pd.read_parquet(path)
+        self.src = _id_arrays(frame["src_ids"], max_len)
+        self.tgt = _id_arrays(frame["tgt_ids"], max_len)
+        self.ref = frame["ref"].tolist() if "ref" in frame else None
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def lengths(self) -> np.ndarray:
+        """(n, 2): source and target length of each pair."""
+        return np.array([[len(s), len(t)] for s, t in zip(self.src, self.tgt)], dtype=np.int64).reshape(-1, 2)
+
+    def batch(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
+        return pad([self.src[i] for i in indices]), pad([self.tgt[i] for i in indices])
+
+
+class ClassificationData:
+    """Token ids (<bos> a <eos> [b <eos>]) and integer labels."""
+
+    def __init__(self, path: str, max_len: int):
+        frame = pd.read_parquet(path)
+        self.ids = _id_arrays(frame["ids"], max_len)
+        self.labels = frame["label"].to_numpy(dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def lengths(self) -> np.ndarray:
+        """(n, 1): length of each example."""
+        return np.array([len(s) for s in self.ids], dtype=np.int64).reshape(-1, 1)
+
+    def batch(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
+        return pad([self.ids[i] for i in indices]), torch.from_numpy(self.labels[indices])
+
+
+def load_dataset(kind: str, path: str, max_len: int) -> TranslationData | ClassificationData:
+    if kind == "translation":
+        return TranslationData(path, max_len)
+    if kind == "classification":
+        return ClassificationData(path, max_len)
+    raise ValueError(f"unknown task kind {kind!r}")
+
+
+class BucketBatchSampler:
+    """Each epoch: shuffle, stably sort by length bucket (every column of `lengths`, width
+    `bucket_width`), cut into batches of `batch_size`, and shuffle the batch order.
+
+    The shuffle before the stable sort randomizes which sentences share a batch within a bucket;
+    only the last batch of an epoch can be smaller than batch_size.
+    """
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, bucket_width: int, generator: torch.Generator):
+        buckets = lengths // bucket_width
+        self.keys = np.zeros(len(lengths), dtype=np.int64)
+        for column in buckets.T:  # lexicographic key: first column's bucket, then the next one's
+            self.keys = self.keys * (int(column.max()) + 1) + column
+        self.batch_size = batch_size
+        self.generator = generator
+
+    def __len__(self) -> int:
+        return -(-len(self.keys) // self.batch_size)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        order = torch.randperm(len(self.keys), generator=self.generator).numpy()
+        order = order[np.argsort(self.keys[order], kind="stable")]
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        for b in torch.randperm(len(batches), generator=self.generator).tolist():
+            yield batches[b]
+
+
+def sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Evaluation batches: indices in order of length (first column), so padding stays small."""
+    order = np.argsort(lengths[:, 0], kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

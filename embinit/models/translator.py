@@ -1,0 +1,199 @@
+"""Encoder-decoder transformer for translation (SPEC section 3), written out layer by layer.
+
+Vaswani et al. (2017) with the paper's sizes: d_model = D (the embedding dimension), post-LN, ReLU
+feed-forward of width `ffn_dim`, dropout 0.1, and a decoder output projection that is not tied to the
+embedding. Attention goes through F.scaled_dot_product_attention. The classifier reuses these layers.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from embinit.posenc import sinusoidal_table
+from embinit.vocab import PAD
+
+POS_ENCODINGS = ("sinusoidal", "learned", "none")
+
+
+def heads_for(model_cfg: dict, dim: int) -> int:
+    """`model.heads`, unless `model.heads_by_dim` names this D (the paper uses 10 heads for D = 300)."""
+    by_dim = {int(k): v for k, v in (model_cfg.get("heads_by_dim") or {}).items()}
+    return by_dim.get(dim, model_cfg["heads"])
+
+
+class TokenInput(nn.Module):
+    """Token embedding * sqrt(D) + position encoding, then dropout.
+
+    The embedding starts from the given N x D matrix (the initializer under study) and is frozen when
+    `trainable` is false. Position encoding: a fixed sinusoidal table, a learned table, or none.
+    """
+
+    def __init__(self, embedding: np.ndarray, trainable: bool, pos_encoding: str, max_len: int,
+                 pos_base: float, dropout: float):
+        super().__init__()
+        if pos_encoding not in POS_ENCODINGS:
+            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, not {pos_encoding!r}")
+        dim = embedding.shape[1]
+        self.scale = math.sqrt(dim)
+        self.embedding = nn.Embedding.from_pretrained(torch.tensor(embedding, dtype=torch.float32),
+                                                      freeze=not trainable)
+        self.pos_encoding = pos_encoding
+        if pos_encoding == "sinusoidal":
+            table = torch.from_numpy(sinusoidal_table(max_len, dim, pos_base))
+            self.register_buffer("positions", table, persistent=False)
+        elif pos_encoding == "learned":
+            self.positions = nn.Embedding(max_len, dim)
+            nn.init.xavier_uniform_(self.positions.weight)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(ids) * self.scale
+        length = ids.size(1)
+        if self.pos_encoding == "sinusoidal":
+            x = x + self.positions[:length]
+        elif self.pos_encoding == "learned":
+            x = x + self.positions.weight[:length]
+        return self.dropout(x)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, dim: int, heads: int, dropout: float):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"d_model {dim} is not divisible by {heads} heads")
+        self.heads = heads
+        self.dropout = dropout
+        self.query = nn.Linear(dim, dim)
+        self.key = nn.Linear(dim, dim)
+        self.value = nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor, keep: torch.Tensor | None = None,
+                causal: bool = False) -> torch.Tensor:
+        """x attends to context; `keep` (B, 1, 1, S) is True for context positions that are not padding."""
+        batch, length, dim = x.shape
+
+        def split(t: torch.Tensor) -> torch.Tensor:  # (B, T, D) -> (B, heads, T, D / heads)
+            return t.view(batch, t.size(1), self.heads, dim // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.query(x)), split(self.key(context)), split(self.value(context))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.out(y.transpose(1, 2).reshape(batch, length, dim))
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, dim: int, ffn_dim: int, dropout: float):
+        super().__init__(nn.Linear(dim, ffn_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_dim, dim))
+
+
+class EncoderLayer(nn.Module):
+    """Post-LN: x = LN(x + Dropout(Sublayer(x))) for self-attention, then the feed-forward block."""
+
+    def __init__(self, dim: int, heads: int, ffn_dim: int, dropout: float):
+        super().__init__()
+        self.attention = MultiHeadAttention(dim, heads, dropout)
+        self.norm1 = nn.LayerNorm(dim)
+        self.ffn = FeedForward(dim, ffn_dim, dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.dropout(self.attention(x, x, keep)))
+        return self.norm2(x + self.dropout(self.ffn(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Post-LN: causal self-attention, attention over the encoder output, feed-forward."""
+
+    def __init__(self, dim: int, heads: int, ffn_dim: int, dropout: float):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(dim, heads, dropout)
+        self.norm1 = nn.LayerNorm(dim)
+        self.cross_attention = MultiHeadAttention(dim, heads, dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        self.ffn = FeedForward(dim, ffn_dim, dropout)
+        self.norm3 = nn.LayerNorm(dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, memory_keep: torch.Tensor) -> torch.Tensor:
+        # Targets are right-padded, so the causal mask already hides every pad key from every real
+        # position; outputs at pad positions are ignored by the loss.
+        y = self.norm1(y + self.dropout(self.self_attention(y, y, causal=True)))
+        y = self.norm2(y + self.dropout(self.cross_attention(y, memory, memory_keep)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+
+
+def xavier_init(model: nn.Module) -> None:
+    """Xavier-uniform for every linear weight, zero biases; LayerNorms keep 1 / 0 (SPEC section 1)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            nn.init.zeros_(module.bias)
+
+
+def key_padding(ids: torch.Tensor) -> torch.Tensor:
+    """(B, S) ids -> (B, 1, 1, S) mask, True where a key is a real token."""
+    return (ids != PAD)[:, None, None, :]
+
+
+class Translator(nn.Module):
+    def __init__(self, src_embedding: np.ndarray, tgt_embedding: np.ndarray, *, heads: int,
+                 ffn_dim: int = 512, layers: int = 3, dropout: float = 0.1, pos_encoding: str = "sinusoidal",
+                 pos_base: float = 10000, max_len: int = 256, embedding_trainable: bool = True):
+        super().__init__()
+        dim = src_embedding.shape[1]
+        if tgt_embedding.shape[1] != dim:
+            raise ValueError(f"encoder and decoder embeddings differ in D: {dim} vs {tgt_embedding.shape[1]}")
+        self.max_len = max_len
+        self.src_input = TokenInput(src_embedding, embedding_trainable, pos_encoding, max_len, pos_base, dropout)
+        self.tgt_input = TokenInput(tgt_embedding, embedding_trainable, pos_encoding, max_len, pos_base, dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(dim, heads, ffn_dim, dropout) for _ in range(layers))
+        self.decoder = nn.ModuleList(DecoderLayer(dim, heads, ffn_dim, dropout) for _ in range(layers))
+        self.generator = nn.Linear(dim, tgt_embedding.shape[0])
+        xavier_init(self)
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        keep = key_padding(src)
+        x = self.src_input(src)
+        for layer in self.encoder:
+            x = layer(x, keep)
+        return x, keep
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_keep: torch.Tensor) -> torch.Tensor:
+        """Next-token logits (B, T, N_dec) for every prefix of tgt."""
+        y = self.tgt_input(tgt)
+        for layer in self.decoder:
+            y = layer(y, memory, memory_keep)
+        return self.generator(y)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        memory, keep = self.encode(src)
+        return self.decode(tgt, memory, keep)
+
+    def num_parameters(self) -> int:
+        """All parameters, frozen embeddings included (the count the paper's Table 5 reports)."""
+        return sum(p.numel() for p in self.parameters())
+
+
+def encoder_layer_parameters(dim: int, ffn_dim: int) -> int:
+    attention = 4 * (dim * dim + dim)
+    ffn = dim * ffn_dim + ffn_dim + ffn_dim * dim + dim
+    return attention + ffn + 2 * (2 * dim)
+
+
+def decoder_layer_parameters(dim: int, ffn_dim: int) -> int:
+    return encoder_layer_parameters(dim, ffn_dim) + 4 * (dim * dim + dim) + 2 * dim
+
+
+def expected_parameters(n_src: int, n_tgt: int, dim: int, ffn_dim: int = 512, layers: int = 3,
+                        pos_encoding: str = "sinusoidal", max_len: int = 256) -> int:
+    """Closed form of Translator.num_parameters()."""
+    positions = max_len * dim if pos_encoding == "learned" else 0
+    embeddings = (n_src + n_tgt) * dim + 2 * positions
+    stacks = layers * (encoder_layer_parameters(dim, ffn_dim) + decoder_layer_parameters(dim, ffn_dim))
+    return embeddings + stacks + dim * n_tgt + n_tgt

@@ -1,0 +1,99 @@
+"""Value statistics of embedding layers: Tables 2, 6 and 8 (SPEC section 5).
+
+Each table is written twice: a CSV with numeric columns, and a Markdown file in the paper's layout.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from embinit.initializers import display_name, mean_std
+from embinit.io import atomic_path, write_text_atomic
+from embinit.posenc import sinusoidal_table
+
+TASK_DISPLAY = {"sst2": "SST2", "mnli": "MNLI", "multi30k": "Multi30k", "iwslt2017": "IWSLT2017"}
+
+
+def matrix_stats(x: np.ndarray) -> dict[str, float]:
+    """min, max, mean and sample std (sigma) over all entries."""
+    mean, sigma = mean_std(x)
+    return {"min": float(np.min(x)), "max": float(np.max(x)), "mean": mean, "sigma": sigma}
+
+
+def _range(s: dict) -> str:
+    return f"({s['min']:.4f}, {s['max']:.4f})"
+
+
+def _mean_sigma(s: dict) -> str:
+    return f"{s['mean']:.4f} ({s['sigma']:.4f})"
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _write(table: pd.DataFrame, markdown: str, out_csv: str, out_md: str) -> None:
+    with atomic_path(out_csv) as tmp:
+        table.to_csv(tmp, index=False)
+    write_text_atomic(out_md, markdown)
+
+
+def stats_rows(entries: list[dict]) -> pd.DataFrame:
+    """Statistics of each layer file; `entries` are dicts with block, task, family, initializer, path.
+
+    Rows are labelled with the block's family ("GloVe", "BERT", "T5"), as the paper's tables group
+    GloVe / German GloVe, BERT / mBERT and T5 / mT5 in one row.
+    """
+    rows = []
+    for e in entries:
+        info = {k: v for k, v in e.items() if k != "path"}
+        info["label"] = display_name(e["initializer"], e["family"])
+        rows.append({**info, **matrix_stats(np.load(e["path"], mmap_mode="r"))})
+    return pd.DataFrame(rows)
+
+
+def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.DataFrame:
+    """Table 2 (or Table 8 for the Xavier_Pretrained layers): rows = (family, initializer), columns = task.
+
+    Markdown cells: "Range (min, max)" and "Mean (sigma)" per task, in the order the entries give.
+    """
+    table = stats_rows(entries)
+    tasks = list(dict.fromkeys(table["task"]))
+    header = ["Family", "Initialization"]
+    for task in tasks:
+        name = TASK_DISPLAY.get(task, task)
+        header += [f"{name} Range (min, max)", f"{name} Mean (sigma)"]
+    md_rows = []
+    for (family, label), group in table.groupby(["family", "label"], sort=False):
+        row = [family, label]
+        for task in tasks:
+            hit = group[group["task"] == task]
+            row += [_range(hit.iloc[0]), _mean_sigma(hit.iloc[0])] if len(hit) else ["-", "-"]
+        md_rows.append(row)
+    _write(table, _markdown(header, md_rows), out_csv, out_md)
+    return table
+
+
+def write_table6(layers: dict[str, str], src: str, pos_max_len: int, pos_base: float,
+                 out_csv: str, out_md: str) -> pd.DataFrame:
+    """Table 6: each layer (initializer -> .npy path) as is and scaled by sqrt(D), then the P table.
+
+    Shows the scale mismatch the paper discusses: the model multiplies embeddings by sqrt(D) before adding P.
+    """
+    rows = []
+    dim = None
+    for initializer, path in layers.items():
+        x = np.load(path)
+        dim = x.shape[1]
+        label = display_name(initializer, src)
+        rows.append({"layer": label, **matrix_stats(x)})
+        rows.append({"layer": f"{label} scaled", **matrix_stats(x.astype(np.float64) * math.sqrt(dim))})
+    rows.append({"layer": "Position encoding", **matrix_stats(sinusoidal_table(pos_max_len, dim, pos_base))})
+    table = pd.DataFrame(rows, columns=["layer", "min", "max", "mean", "sigma"])
+    md_rows = [[r["layer"], f"{r['min']:.4f}", f"{r['max']:.4f}", _mean_sigma(r)] for r in rows]
+    _write(table, _markdown(["Layer", "Min", "Max", "Mean (sigma)"], md_rows), out_csv, out_md)
+    return table

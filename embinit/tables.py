@@ -1,0 +1,344 @@
+"""The paper's result tables (1, 3, 5, 7) and Figure 1, aggregated from training runs.
+
+A run is `(path, final.json dict)`. Means and sample stds (ddof=1, blank with one seed) are over seeds. Every
+CSV row names its block and the embedding sources that block actually used (name and display), so a stand-in
+source (e.g. `glove6b50d`) is never read as the paper's. Row labels follow the paper ("GloVe_Xavier"), with
+the block's `family` as the source name; the Markdown lists the sources under each table.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from scipy import stats
+
+from embinit.initializers import display_name
+from embinit.io import atomic_path, write_text_atomic
+
+TASK_DISPLAY = {"sst2": "SST2", "mnli": "MNLI", "multi30k": "Multi30k", "iwslt2017": "IWSLT2017"}
+METRIC_DISPLAY = {"accuracy": "Acc", "mismatched_accuracy": "Mismatch", "bleu": "BLEU"}
+RUN_KEYS = ["block", "task", "kind", "initializer", "seed", "variant", "best_epoch"]
+
+
+def load_runs(paths) -> list[tuple[str, dict]]:
+    """Read final.json files into (path, dict) pairs."""
+    return [(str(p), json.loads(Path(p).read_text())) for p in paths]
+
+
+def field(path: str, run: dict, key: str):
+    """run[key], failing with the file's name: a missing key usually means a run from an older trainer."""
+    try:
+        return run[key]
+    except KeyError:
+        raise KeyError(f"{path}: final.json has no key {key!r}") from None
+
+
+def format_mean_std(mean: float, std: float, digits: int = 1) -> str:
+    """'37.3 (0.4)'; just '37.3' when std is undefined (one seed); '-' when there is no value."""
+    if pd.isna(mean):
+        return "-"
+    return f"{mean:.{digits}f}" if pd.isna(std) else f"{mean:.{digits}f} ({std:.{digits}f})"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
+
+
+def block_sources(config: dict, block: str) -> tuple[str, str]:
+    """('encoder=glove_de; decoder=glove', 'encoder=GloVe; decoder=GloVe'): the sources a block used."""
+    if block not in config["blocks"]:
+        raise KeyError(f"block {block!r} of a run is not in config `blocks`")
+    sides = config["blocks"][block]["sources"].items()
+    names = "; ".join(f"{side}={src or 'none'}" for side, src in sides)
+    displays = "; ".join(f"{side}={config['sources'][src]['display'] if src else 'none (Xavier)'}"
+                         for side, src in sides)
+    return names, displays
+
+
+def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000, seed: int = 0) -> dict:
+    """Paired (by seed) difference to Xavier: mean, paired t-test p-value and percentile bootstrap 95% CI.
+
+    Both series are indexed by seed. Seeds are resampled as pairs with a fixed RNG, so the CI is
+    deterministic. With fewer than 2 pairs only the mean difference is defined.
+    """
+    pairs = pd.concat([values, xavier], axis=1, join="inner").dropna()
+    d = (pairs.iloc[:, 0] - pairs.iloc[:, 1]).to_numpy(dtype=np.float64)
+    out = {"diff_vs_xavier": d.mean() if len(d) else np.nan, "n_pairs": len(d),
+           "p_paired_t": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    if len(d) >= 2:
+        with warnings.catch_warnings():  # identical pairs: scipy warns and returns NaN, which is what we want
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out["p_paired_t"] = float(stats.ttest_rel(pairs.iloc[:, 0], pairs.iloc[:, 1]).pvalue)
+        boot = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+        out["ci_low"], out["ci_high"] = np.percentile(boot, [2.5, 97.5])
+    return out
+
+
+def _percent(path: str, value: float) -> float:
+    if not 0 <= value <= 1:
+        raise ValueError(f"{path}: accuracy {value} is not a fraction in [0, 1]")
+    return 100 * value
+
+
+def _table1_metrics(path: str, run: dict) -> list[tuple[str, float]]:
+    """Table 1's numbers of one run: accuracies in %, BLEU as is; MNLI adds mismatched accuracy."""
+    if field(path, run, "kind") == "translation":
+        return [("bleu", field(path, run, "test_bleu"))]
+    metrics = [("accuracy", _percent(path, field(path, run, "best_valid_acc")))]
+    if run["task"] == "mnli":
+        metrics.append(("mismatched_accuracy", _percent(path, field(path, run, "test_acc"))))
+    return metrics
+
+
+def _table3_metrics(path: str, run: dict) -> list[tuple[str, float]]:
+    return [("best_valid_loss", field(path, run, "best_valid_loss")), ("bleu", field(path, run, "test_bleu"))]
+
+
+def _long(runs, metrics, keep) -> pd.DataFrame:
+    """One row per (run, metric) for the runs `keep(run)` selects; a seed run twice is an error."""
+    rows = []
+    for path, run in runs:
+        base = {key: field(path, run, key) for key in RUN_KEYS}
+        if keep(base):
+            rows += [{**base, "path": path, "metric": m, "value": v} for m, v in metrics(path, run)]
+    long = pd.DataFrame(rows, columns=RUN_KEYS + ["path", "metric", "value"])
+    dup = long.duplicated(["block", "initializer", "variant", "seed", "metric"], keep=False)
+    if dup.any():
+        raise ValueError(f"the same block/initializer/variant/seed appears twice: {sorted(set(long.path[dup]))}")
+    return long
+
+
+def summarize(long: pd.DataFrame, config: dict, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+    """Per block, variant, initializer and metric: mean, std, n_seeds, mean best epoch, comparison to Xavier."""
+    if long.empty:
+        raise ValueError("no runs match this table (check the inputs' blocks, initializers and variants)")
+    keys = ["block", "variant", "initializer", "metric"]
+    rows = []
+    for (block, variant, init, metric), group in long.groupby(keys, sort=False):
+        values = group.set_index("seed")["value"]
+        xavier = long[(long.block == block) & (long.variant == variant) & (long.metric == metric)
+                      & (long.initializer == "Xavier")].set_index("seed")["value"]
+        comparison = (compare_to_xavier(values, xavier, n_boot, boot_seed) if init != "Xavier"
+                      else {"diff_vs_xavier": np.nan, "n_pairs": 0, "p_paired_t": np.nan,
+                            "ci_low": np.nan, "ci_high": np.nan})
+        family = config["blocks"][block]["family"]
+        sources, display = block_sources(config, block)
+        rows.append({"family": family, "block": block, "task": group.task.iloc[0], "variant": variant,
+                     "initializer": init, "label": display_name(init, family), "sources": sources,
+                     "source_display": display, "metric": metric, "mean": values.mean(),
+                     "std": values.std(ddof=1), "n_seeds": len(values),
+                     "mean_best_epoch": group.best_epoch.mean(), **comparison})
+    return pd.DataFrame(rows)
+
+
+def write_csv_md(csv_path, md_path, frame: pd.DataFrame, markdown: str) -> None:
+    """Both outputs of a table, each written atomically."""
+    with atomic_path(csv_path) as tmp:
+        frame.to_csv(tmp, index=False)
+    write_text_atomic(md_path, markdown)
+
+
+def _ordered(values, order) -> list:
+    """`values` in the order of `order`, anything not listed at the end."""
+    present = list(dict.fromkeys(values))
+    return [v for v in order if v in present] + [v for v in present if v not in order]
+
+
+def _sources_note(summary: pd.DataFrame) -> str:
+    blocks = summary.drop_duplicates("block")
+    lines = [f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} "
+             f"[{r.sources}]; seeds per cell: {_seed_range(summary[summary.block == r.block])}"
+             for r in blocks.itertuples()]
+    return "Sources actually used:\n\n" + "\n".join(lines) + "\n"
+
+
+def _seed_range(part: pd.DataFrame) -> str:
+    low, high = part.n_seeds.min(), part.n_seeds.max()
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
+    """Table 1's layout: a row per family x initializer; per task its metrics (sigma) and mean best epoch."""
+    clash = summary.groupby(["family", "task"]).block.nunique()
+    if (clash > 1).any():
+        raise ValueError(f"several blocks fill the same family/task cell: {list(clash[clash > 1].index)}; "
+                         "aggregate one block per family and task")
+    tasks = _ordered(summary.task, list(TASK_DISPLAY))
+    families = _ordered(summary.family, [b["family"] for b in config["blocks"].values()])
+    cell = summary.set_index(["family", "task", "initializer", "metric"])
+    task_metrics = {t: _ordered(summary.metric[summary.task == t], list(METRIC_DISPLAY)) for t in tasks}
+
+    header = ["Embedding"]
+    for task in tasks:
+        for metric in task_metrics[task]:
+            name = "Match" if metric == "accuracy" and len(task_metrics[task]) > 1 else METRIC_DISPLAY[metric]
+            header.append(f"{TASK_DISPLAY.get(task, task)} {name} (σ)")
+        header.append("Epoch")
+
+    def rows(render):
+        out = []
+        for family in families:
+            out.append([f"**{family}**"] + [""] * (len(header) - 1))
+            inits = _ordered(summary.initializer[summary.family == family], config["initializers"])
+            for init in inits:
+                row = [display_name(init, family)]
+                for task in tasks:
+                    keys = [(family, task, init, m) for m in task_metrics[task]]
+                    found = [cell.loc[k] if k in cell.index else None for k in keys]
+                    row += [render(c) if c is not None else "-" for c in found]
+                    row.append(f"{found[0].mean_best_epoch:.1f}" if found[0] is not None else "-")
+                out.append(row)
+        return out
+
+    def paired(c) -> str:
+        if pd.isna(c.diff_vs_xavier):
+            return "-"
+        ci = "" if pd.isna(c.ci_low) else f" [{c.ci_low:+.1f}, {c.ci_high:+.1f}]"
+        p = "" if pd.isna(c.p_paired_t) else f" p={c.p_paired_t:.3f}"
+        return f"{c.diff_vs_xavier:+.1f}{ci}{p}"
+
+    return (f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
+            + markdown_table(header, rows(lambda c: format_mean_std(c["mean"], c["std"])))
+            + "\nBeyond the paper: difference to Xavier of the same block, paired by seed "
+              "(mean [bootstrap 95% CI] paired t-test p):\n\n"
+            + markdown_table(header, rows(paired)) + "\n" + _sources_note(summary))
+
+
+def _table1_summary(runs, config, initializers, variant, n_boot, boot_seed) -> pd.DataFrame:
+    long = _long(runs, _table1_metrics, lambda r: r["variant"] == variant)
+    summary = summarize(long, config, n_boot, boot_seed)
+    return summary[summary.initializer.isin(initializers)].reset_index(drop=True)
+
+
+def table1(runs, config: dict, csv_path, md_path, variant: str = "base",
+           n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+    """Table 1: every configured initializer except Xavier_Pretrained (that is Table 7)."""
+    inits = [i for i in config["initializers"] if i != "Xavier_Pretrained"]
+    summary = _table1_summary(runs, config, inits, variant, n_boot, boot_seed)
+    write_csv_md(csv_path, md_path, summary, _layout(summary, config, "Table 1"))
+    return summary
+
+
+def table7(runs, config: dict, csv_path, md_path, variant: str = "base",
+           n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+    """Table 7: the Xavier_Pretrained rows (appendix A.3) in Table 1's layout."""
+    summary = _table1_summary(runs, config, ["Xavier_Pretrained"], variant, n_boot, boot_seed)
+    write_csv_md(csv_path, md_path, summary, _layout(summary, config, "Table 7"))
+    return summary
+
+
+def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+    """Table 3: config `table3` initializers x variants (embedding trainable x position encoding)."""
+    spec = config["table3"]
+    long = _long(runs, _table3_metrics, lambda r: r["block"] == spec["block"]
+                 and r["initializer"] in spec["initializers"] and r["variant"] in spec["variants"])
+    summary = summarize(long, config, n_boot, boot_seed)
+    switches = summary.variant.map(config["variants"])
+    summary.insert(4, "embedding_trainable", switches.map(lambda s: bool(s["embedding_trainable"])))
+    summary.insert(5, "pos_encoding", switches.map(lambda s: s["pos_encoding"] != "none"))
+
+    cell = summary.set_index(["initializer", "variant", "metric"])
+    rows = []
+    for init in _ordered(summary.initializer, spec["initializers"]):
+        for variant in _ordered(summary.variant, spec["variants"]):
+            if (init, variant, "bleu") not in cell.index:
+                continue
+            loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
+            rows.append([loss.label, "yes" if loss.embedding_trainable else "no",
+                         "yes" if loss.pos_encoding else "no",
+                         f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})", format_mean_std(bleu["mean"], bleu["std"])])
+    header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)"]
+    md = (f"# Table 3 ({spec['block']})\n\nMean over seeds; epoch = mean best epoch (1-based).\n\n"
+          + markdown_table(header, rows) + "\n" + _sources_note(summary))
+    write_csv_md(csv_path, md_path, summary, md)
+    return summary
+
+
+def _single(block: str, name: str, values: pd.Series):
+    """A setting every run of a block must share; differing values mean runs of different configs."""
+    unique = values.dropna().unique()
+    if len(unique) > 1:
+        raise ValueError(f"block {block}: runs disagree on {name}: {sorted(unique)}")
+    return unique[0] if len(unique) else np.nan
+
+
+def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.DataFrame:
+    """Table 5: per block the settings and sizes the runs report; minutes per epoch averaged over runs."""
+    keys = ["params", "epochs", "batch_size", "train_size", "minutes_per_epoch"]
+    rows = []
+    for path, run in runs:
+        if field(path, run, "variant") != variant:
+            continue
+        vocab = field(path, run, "vocab_sizes")
+        rows.append({"block": field(path, run, "block"), "task": field(path, run, "task"),
+                     **{k: field(path, run, k) for k in keys},
+                     "vocab_encoder": vocab["encoder"], "vocab_decoder": vocab.get("decoder")})
+    runs_frame = pd.DataFrame(rows)
+    table = []
+    for block in _ordered(runs_frame.block, list(config["blocks"])):
+        part = runs_frame[runs_frame.block == block]
+        sources, display = block_sources(config, block)
+        row = {"block": block, "task": part.task.iloc[0], "family": config["blocks"][block]["family"],
+               "sources": sources, "source_display": display}
+        for name in ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size"]:
+            row[name] = _single(block, name, part[name])
+        row.update(minutes_per_epoch=part.minutes_per_epoch.mean(),
+                   minutes_per_epoch_std=part.minutes_per_epoch.std(ddof=1), n_runs=len(part))
+        table.append(row)
+    table = pd.DataFrame(table)
+
+    def vocab(r) -> str:
+        return f"{r.vocab_encoder:,.0f}" + ("" if pd.isna(r.vocab_decoder) else f" / {r.vocab_decoder:,.0f}")
+
+    rows_md = [[r.block, r.source_display, f"{r.params / 1e6:.1f}M", str(int(r.epochs)), str(int(r.batch_size)),
+                vocab(r), f"{r.train_size:,.0f}", f"{r.minutes_per_epoch:.2f}"] for r in table.itertuples()]
+    header = ["Block", "Sources", "Params", "Epochs", "Batch size", "Vocab (enc / dec)", "Train size",
+              "Minutes / epoch"]
+    md = ("# Table 5\n\nFrom the runs' own final.json; minutes per epoch: mean over runs (hardware-dependent).\n\n"
+          + markdown_table(header, rows_md))
+    write_csv_md(csv_path, md_path, table, md)
+    return table
+
+
+def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd.DataFrame:
+    """Figure 1: validation BLEU per epoch, mean over seeds; a panel per config figure1 block.
+
+    Reads the metrics.parquet beside each final.json. Also writes the plotted curves as CSV.
+    """
+    spec = config["figure1"]
+    frames = []
+    for path, run in runs:
+        block, init = field(path, run, "block"), field(path, run, "initializer")
+        if block in spec["blocks"] and init in spec["initializers"] and field(path, run, "variant") == variant:
+            metrics = pd.read_parquet(Path(path).with_name("metrics.parquet"), columns=["epoch", "valid_bleu"])
+            frames.append(metrics.assign(block=block, initializer=init, seed=field(path, run, "seed")))
+    curves = pd.concat(frames) if frames else pd.DataFrame(columns=["block", "initializer", "epoch", "valid_bleu"])
+    missing = [b for b in spec["blocks"] if b not in set(curves.block)]
+    if missing:
+        raise ValueError(f"Figure 1: no {variant} runs of blocks {missing}")
+    curves = (curves.groupby(["block", "initializer", "epoch"], sort=False).valid_bleu
+              .agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count").reset_index())
+    curves.insert(2, "label", [display_name(i, config["blocks"][b]["family"])
+                               for b, i in zip(curves.block, curves.initializer)])
+
+    fig = Figure(figsize=(4.5 * len(spec["blocks"]), 3.8), layout="constrained")
+    for ax, block in zip(fig.subplots(1, len(spec["blocks"]), squeeze=False)[0], spec["blocks"]):
+        part = curves[curves.block == block]
+        for init in _ordered(part.initializer, spec["initializers"]):
+            line = part[part.initializer == init].sort_values("epoch")
+            ax.plot(line.epoch, line.valid_bleu_mean, marker="o", markersize=3, label=line.label.iloc[0])
+        task = TASK_DISPLAY.get(config["blocks"][block]["task"], block)
+        ax.set_title(f"{task} ({block})\n{block_sources(config, block)[1]}", fontsize=8)
+        ax.set_xlabel("Epoch")
+        ax.set_ylabel("Validation BLEU (mean over seeds)")
+        ax.legend(fontsize=8)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png", dpi=150)
+    with atomic_path(csv_path) as tmp:
+        curves.to_csv(tmp, index=False)
+    return curves

@@ -1,0 +1,347 @@
+"""One training run of the paper (SPEC section 4): train, evaluate every epoch, select, score.
+
+Translation: teacher-forced cross-entropy; every epoch validation loss and greedy validation BLEU; the
+lowest-validation-loss state is scored with sacreBLEU on the test split. Classification: cross-entropy;
+every epoch validation accuracy (and test accuracy where a test split exists: MNLI mismatched); the
+best validation accuracy and its epoch are reported.
+
+A checkpoint after every epoch holds everything the next epoch depends on (weights, optimizer, every RNG,
+the batch sampler's generator, the best state so far, the metric rows), so a killed run that restarts
+continues exactly where it stopped.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from sacrebleu.metrics import BLEU
+from tqdm import tqdm
+
+from embinit.batching import BucketBatchSampler, load_dataset, sorted_batches
+from embinit.io import atomic_path, write_text_atomic
+from embinit.models import Classifier, Translator, heads_for
+from embinit.vocab import BOS, EOS, PAD
+
+log = logging.getLogger(__name__)
+
+FINITE_CHECK_EVERY = 50  # steps between loss checks (each one waits for the GPU)
+
+
+def run_name(run: dict) -> str:
+    return f"{run['block']}/{run['initializer']}/seed{run['seed']}/{run['variant']}"
+
+
+def pick_device(setting: str = "auto") -> torch.device:
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(setting)
+
+
+def autocast(device: torch.device, bf16: bool):
+    """bf16 autocast on CUDA when asked; CPU always runs fp32."""
+    if device.type == "cuda" and bf16:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def build_model(spec: dict, embeddings: dict[str, np.ndarray]) -> nn.Module:
+    model_cfg, variant = spec["model"], spec["variant"]
+    dim = embeddings["encoder"].shape[1]
+    sizes = dict(heads=heads_for(model_cfg, dim), ffn_dim=model_cfg["ffn_dim"], layers=model_cfg["layers"],
+                 dropout=model_cfg["dropout"], pos_encoding=variant["pos_encoding"],
+                 pos_base=model_cfg.get("pos_base", 10000), max_len=model_cfg["max_len"],
+                 embedding_trainable=variant["embedding_trainable"])
+    if spec["kind"] == "translation":
+        return Translator(embeddings["encoder"], embeddings["decoder"], **sizes)
+    return Classifier(embeddings["encoder"], spec["num_classes"], **sizes)
+
+
+def batch_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device
+               ) -> tuple[torch.Tensor, int]:
+    """Summed cross-entropy of one (CPU) batch and its number of terms: target tokens or examples."""
+    if isinstance(model, Translator):
+        src, tgt = batch
+        gold = tgt[:, 1:]
+        terms = int((gold != PAD).sum())  # counted on the CPU copy: no device sync
+        src, tgt, gold = src.to(device), tgt.to(device), gold.to(device)
+        logits = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), gold.flatten(), ignore_index=PAD, reduction="sum")
+        return loss, terms
+    ids, labels = batch
+    logits = model(ids.to(device))
+    return F.cross_entropy(logits.float(), labels.to(device), reduction="sum"), len(labels)
+
+
+def check_finite(value: float, name: str, epoch: int, what: str) -> None:
+    if not np.isfinite(value):
+        raise FloatingPointError(f"run {name}: {what} became {value} in epoch {epoch}")
+
+
+def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, data, batches: Iterable[np.ndarray],
+                device: torch.device, bf16: bool, name: str = "", epoch: int = 0) -> tuple[float, int]:
+    """One pass of Adam steps over `batches`; returns (mean loss per term, real non-pad tokens seen)."""
+    model.train()
+    lengths = data.lengths()
+    loss_sum = torch.zeros((), device=device)
+    terms = tokens = 0
+    progress = tqdm(batches, desc=f"{name} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10)
+    for step, indices in enumerate(progress, start=1):
+        with autocast(device, bf16):
+            loss, n = batch_loss(model, data.batch(indices), device)
+        optimizer.zero_grad(set_to_none=True)
+        (loss / n).backward()
+        optimizer.step()
+        loss_sum += loss.detach()
+        terms += n
+        tokens += int(lengths[indices].sum())
+        if step % FINITE_CHECK_EVERY == 0:
+            check_finite(loss_sum.item(), name, epoch, "training loss")
+            progress.set_postfix(loss=f"{loss_sum.item() / terms:.3f}")
+    check_finite(loss_sum.item(), name, epoch, "training loss")
+    return loss_sum.item() / terms, tokens
+
+
+@torch.no_grad()
+def evaluate_loss(model: nn.Module, data, batch_size: int, device: torch.device, bf16: bool) -> float:
+    model.eval()
+    loss_sum, terms = 0.0, 0
+    for indices in sorted_batches(data.lengths(), batch_size):
+        with autocast(device, bf16):
+            loss, n = batch_loss(model, data.batch(indices), device)
+        loss_sum += loss.item()
+        terms += n
+    return loss_sum / terms
+
+
+@torch.no_grad()
+def accuracy(model: Classifier, data, batch_size: int, device: torch.device, bf16: bool) -> float:
+    model.eval()
+    correct = 0
+    for indices in sorted_batches(data.lengths(), batch_size):
+        ids, labels = data.batch(indices)
+        with autocast(device, bf16):
+            predicted = model(ids.to(device)).argmax(-1).cpu()
+        correct += int((predicted == labels).sum())
+    return correct / len(data)
+
+
+@torch.no_grad()
+def greedy_decode(model: Translator, src: torch.Tensor, max_extra: int) -> torch.Tensor:
+    """Batched greedy search; each sentence stops at its <eos> or at its source length + max_extra.
+
+    Returns (B, T) generated ids without the leading <bos>; finished sentences are padded with <pad>.
+    """
+    memory, keep = model.encode(src)
+    limits = (src != PAD).sum(1) + max_extra
+    out = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    for step in range(1, min(int(limits.max()), model.max_len - 1) + 1):
+        token = model.decode(out, memory, keep)[:, -1].argmax(-1).masked_fill(done, PAD)
+        out = torch.cat([out, token[:, None]], dim=1)
+        done |= (token == EOS) | (step >= limits)
+        if done.all():
+            break
+    return out[:, 1:]
+
+
+def clean(text: str) -> str:
+    """One line of BLEU input: whitespace runs (newlines included) become single spaces."""
+    return " ".join(text.split())
+
+
+def translate(model: Translator, data, batch_size: int, device: torch.device, bf16: bool, max_extra: int,
+              detokenize: Callable[[list[int]], str]) -> list[str]:
+    """Greedy translations of every source sentence, detokenized, in the data's order."""
+    model.eval()
+    hypotheses = [""] * len(data)
+    for indices in sorted_batches(data.lengths(), batch_size):
+        src, _ = data.batch(indices)
+        with autocast(device, bf16):
+            generated = greedy_decode(model, src.to(device), max_extra).cpu().tolist()
+        for i, ids in zip(indices, generated):
+            ids = ids[: ids.index(EOS)] if EOS in ids else ids
+            hypotheses[i] = clean(detokenize([t for t in ids if t != PAD]))
+    return hypotheses
+
+
+def references(data, detokenize: Callable[[list[int]], str]) -> list[str]:
+    """The `ref` text of the tokenized split, or the detokenized target ids where it has none."""
+    texts = data.ref if data.ref is not None else [detokenize(t.tolist()) for t in data.tgt]
+    return [clean(t) for t in texts]
+
+
+def vocabulary_detokenizer(vocab_path: str) -> Callable[[Sequence[int]], str]:
+    """Default hook: the vocabulary tokens of the ids joined by spaces, specials skipped."""
+    vocab = pd.read_parquet(vocab_path, columns=["token", "special"])
+    tokens, special = vocab["token"].tolist(), vocab["special"].tolist()
+    return lambda ids: " ".join(tokens[i] for i in ids if not special[i])
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: Path, checkpoint: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(checkpoint, tmp)
+
+
+def write_metrics(path: Path, rows: list[dict]) -> None:
+    with atomic_path(path) as tmp:
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
+
+
+def train_run(spec: dict, out_dir, detokenize: Callable[[Sequence[int]], str] | None = None) -> dict:
+    """Train one (block, initializer, seed, variant) run into out_dir; returns what final.json holds.
+
+    Resumes from out_dir/checkpoint.pt when present. `detokenize` turns decoder ids into text for BLEU
+    (default: vocabulary tokens joined by spaces, from spec["vocab"]["decoder"]).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = Path(spec.get("log") or out_dir / "train.log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        return _train(spec, out_dir, detokenize)
+    except Exception:
+        log.exception("run %s failed", run_name(spec["run"]))
+        raise
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str] | None) -> dict:
+    run, train_cfg, kind = spec["run"], spec["train"], spec["kind"]
+    name, translation = run_name(run), kind == "translation"
+    threads = train_cfg.get("num_threads", 0) or spec.get("threads", 0)
+    if threads > 0:
+        torch.set_num_threads(threads)
+    device = pick_device(train_cfg.get("device", "auto"))
+    bf16 = bool(train_cfg.get("bf16", False)) and device.type == "cuda"
+    batch_size, max_len = spec["batch_size"], spec["model"]["max_len"]
+    seed_everything(spec["seed"])
+
+    splits = {split: load_dataset(kind, path, max_len) for split, path in spec["data"].items() if path}
+    embeddings = {side: np.load(path) for side, path in spec["embeddings"].items() if path}
+    model = build_model(spec, embeddings).to(device)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=spec["lr"],
+                                 betas=tuple(train_cfg["adam_betas"]), eps=train_cfg["adam_eps"])
+    generator = torch.Generator().manual_seed(spec["seed"])
+    sampler = BucketBatchSampler(splits["train"].lengths(), batch_size, train_cfg["bucket_width"], generator)
+    if translation:
+        detokenize = detokenize or vocabulary_detokenizer(spec["vocab"]["decoder"])
+        valid_refs = references(splits["valid"], detokenize)
+    log.info("run %s: %s, %d parameters, device %s, %d threads", name, kind, model.num_parameters(), device,
+             torch.get_num_threads())
+
+    checkpoint_path = out_dir / "checkpoint.pt"
+    rows, best_model, start = [], None, 1
+    if checkpoint_path.exists():
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+        if checkpoint["run"] != run:
+            raise ValueError(f"{checkpoint_path} belongs to run {checkpoint['run']}, not {run}")
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        generator.set_state(checkpoint["sampler"])
+        set_rng_state(checkpoint["rng"])
+        rows, best_model, start = checkpoint["rows"], checkpoint["best_model"], checkpoint["epoch"] + 1
+        log.info("resuming %s after epoch %d", name, checkpoint["epoch"])
+
+    for epoch in range(start, spec["epochs"] + 1):
+        began = time.perf_counter()
+        train_loss, tokens = train_epoch(model, optimizer, splits["train"], sampler, device, bf16, name, epoch)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        train_seconds = time.perf_counter() - began
+        row = {"epoch": epoch, "train_loss": train_loss,
+               "valid_loss": evaluate_loss(model, splits["valid"], batch_size, device, bf16)}
+        check_finite(row["valid_loss"], name, epoch, "validation loss")
+        if translation:
+            hypotheses = translate(model, splits["valid"], batch_size, device, bf16,
+                                   train_cfg["decode_max_extra"], detokenize)
+            row["valid_bleu"] = BLEU().corpus_score(hypotheses, [valid_refs]).score
+            if best_model is None or row["valid_loss"] < min(r["valid_loss"] for r in rows):
+                best_model = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        else:
+            row["valid_acc"] = accuracy(model, splits["valid"], batch_size, device, bf16)
+            if "test" in splits:
+                row["test_acc"] = accuracy(model, splits["test"], batch_size, device, bf16)
+        row["wall_seconds"] = time.perf_counter() - began
+        row["tokens_per_second"] = tokens / train_seconds
+        rows.append(row)
+        log.info("%s epoch %d: %s", name, epoch, {k: round(v, 4) for k, v in row.items() if k != "epoch"})
+        save_checkpoint(checkpoint_path, {
+            "run": run, "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "sampler": generator.get_state(), "rng": rng_state(), "best_model": best_model, "rows": rows})
+        write_metrics(out_dir / "metrics.parquet", rows)
+
+    if translation:
+        best = min(rows, key=lambda r: r["valid_loss"])  # earliest epoch on ties
+        model.load_state_dict(best_model)
+        hypotheses = translate(model, splits["test"], batch_size, device, bf16, train_cfg["decode_max_extra"],
+                               detokenize)
+        test_refs = references(splits["test"], detokenize)
+        bleu = BLEU()
+        selected = {"best_epoch": best["epoch"], "best_valid_loss": best["valid_loss"],
+                    "valid_bleu": best["valid_bleu"],
+                    "test_bleu": bleu.corpus_score(hypotheses, [test_refs]).score,
+                    "bleu_signature": str(bleu.get_signature()), "test_size": len(test_refs)}
+        write_text_atomic(out_dir / "test.hyp.txt", "".join(h + "\n" for h in hypotheses))
+        write_text_atomic(out_dir / "test.ref.txt", "".join(r + "\n" for r in test_refs))
+    else:
+        best = max(rows, key=lambda r: r["valid_acc"])  # earliest epoch on ties
+        selected = {"best_epoch": best["epoch"], "valid_acc": best["valid_acc"],
+                    "best_valid_loss": min(r["valid_loss"] for r in rows)}
+        if "test_acc" in best:
+            selected["test_acc"] = best["test_acc"]
+
+    final = {**run, "kind": kind, **selected,
+             "parameters": model.num_parameters(),
+             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+             "minutes_per_epoch": float(np.mean([r["wall_seconds"] for r in rows])) / 60,
+             "vocab_size": {side: int(e.shape[0]) for side, e in embeddings.items()},
+             "embedding_dim": int(embeddings["encoder"].shape[1]),
+             "train_size": len(splits["train"]), "epochs": spec["epochs"], "batch_size": batch_size,
+             "lr": spec["lr"], "device": _describe(device),
+             "pos_encoding": spec["variant"]["pos_encoding"],
+             "embedding_trainable": spec["variant"]["embedding_trainable"]}
+    write_text_atomic(out_dir / "final.json", json.dumps(final, indent=2) + "\n")
+    log.info("run %s done: %s", name, selected)
+    return final
+
+
+def _describe(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"

@@ -1,0 +1,93 @@
+import numpy as np
+import pytest
+import torch
+
+from embinit.models import Classifier, Translator, heads_for
+from embinit.models import classifier, translator
+from embinit.posenc import sinusoidal_table
+
+SMALL = dict(heads=2, ffn_dim=24, layers=2, dropout=0.1, max_len=32)
+
+
+def matrix(n, dim, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+
+
+@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "learned", "none"])
+def test_parameter_counts_match_closed_forms(pos_encoding):
+    model = Translator(matrix(30, 16), matrix(20, 16), pos_encoding=pos_encoding, **SMALL)
+    assert model.num_parameters() == translator.expected_parameters(
+        30, 20, 16, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32)
+    model = Classifier(matrix(30, 16), 3, pos_encoding=pos_encoding, **SMALL)
+    assert model.num_parameters() == classifier.expected_parameters(
+        30, 16, 3, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32)
+
+
+def test_multi30k_glove_translator_has_about_11m_parameters():
+    heads = heads_for({"heads": 8, "heads_by_dim": {300: 10}}, 300)
+    assert heads == 10
+    model = Translator(matrix(7853, 300), matrix(5893, 300), heads=heads, ffn_dim=512, layers=3)
+    count = model.num_parameters()
+    assert count == translator.expected_parameters(7853, 5893, 300) == 11_005_465
+    assert abs(count - 11.0e6) <= 0.03 * 11.0e6
+
+
+def test_non_embedding_weights_are_xavier_and_embeddings_are_copied():
+    emb = matrix(30, 16)
+    model = Translator(emb, matrix(20, 16), pos_encoding="sinusoidal", **SMALL)
+    assert torch.equal(model.src_input.embedding.weight, torch.from_numpy(emb))
+    weight = model.encoder[0].ffn[0].weight  # Linear(16, 24)
+    assert weight.abs().max() <= np.sqrt(6 / (16 + 24))
+    assert torch.count_nonzero(model.encoder[0].ffn[0].bias) == 0
+    assert torch.equal(model.src_input.positions, torch.from_numpy(sinusoidal_table(32, 16)))
+
+
+def test_sinusoidal_table_layout():
+    table = sinusoidal_table(5, 6, base=10000)
+    assert table.dtype == np.float32 and table.shape == (5, 6)
+    pos, i = 3, 1
+    assert table[pos, 2 * i] == pytest.approx(np.sin(pos / 10000 ** (2 * i / 6)))
+    assert table[pos, 2 * i + 1] == pytest.approx(np.cos(pos / 10000 ** (2 * i / 6)))
+
+
+def test_without_position_encoding_the_encoder_is_permutation_equivariant():
+    torch.manual_seed(0)
+    ids = torch.randint(4, 30, (3, 9))
+    perm = torch.randperm(9)
+    model = Translator(matrix(30, 16), matrix(20, 16), pos_encoding="none", **SMALL).eval()
+    out, _ = model.encode(ids)
+    out_perm, _ = model.encode(ids[:, perm])
+    torch.testing.assert_close(out_perm, out[:, perm])
+    model = Classifier(matrix(30, 16), 3, pos_encoding="none", **SMALL).eval()
+    torch.testing.assert_close(model(ids[:, perm]), model(ids))  # mean pooling: invariant
+    with_pos = Translator(matrix(30, 16), matrix(20, 16), pos_encoding="sinusoidal", **SMALL).eval()
+    assert not torch.allclose(with_pos.encode(ids[:, perm])[0], with_pos.encode(ids)[0][:, perm])
+
+
+def test_padding_does_not_change_real_positions():
+    torch.manual_seed(0)
+    src = torch.randint(4, 30, (1, 6))
+    tgt = torch.randint(4, 20, (1, 5))
+    padded_src = torch.cat([src, torch.ones(1, 3, dtype=torch.long)], 1)
+    padded_tgt = torch.cat([tgt, torch.ones(1, 2, dtype=torch.long)], 1)
+    model = Translator(matrix(30, 16), matrix(20, 16), **SMALL).eval()
+    torch.testing.assert_close(model(padded_src, padded_tgt)[:, :5], model(src, tgt))
+    model = Classifier(matrix(30, 16), 3, **SMALL).eval()
+    torch.testing.assert_close(model(padded_src), model(src))
+
+
+def test_decoder_is_causal():
+    torch.manual_seed(0)
+    src = torch.randint(4, 30, (2, 6))
+    tgt = torch.randint(4, 20, (2, 5))
+    changed = tgt.clone()
+    changed[:, 3:] = 5
+    model = Translator(matrix(30, 16), matrix(20, 16), **SMALL).eval()
+    torch.testing.assert_close(model(src, changed)[:, :3], model(src, tgt)[:, :3])
+
+
+def test_frozen_embedding_has_no_gradient():
+    model = Translator(matrix(30, 16), matrix(20, 16), embedding_trainable=False, **SMALL)
+    assert not model.src_input.embedding.weight.requires_grad
+    assert not model.tgt_input.embedding.weight.requires_grad
+    assert model.generator.weight.requires_grad

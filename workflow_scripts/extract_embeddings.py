@@ -1,0 +1,16 @@
+"""Snakemake script: the pre-trained matrix of one block side (embinit.embeddings.extract).
+
+input:  vocab (vocabulary parquet) + one named input per file role of the source (vectors / index / weights /
+        tokenizer), e.g. input.weights
+params: source (dict: the config `sources` entry), missing (str), missing_seed (int)
+output: npy (N x D float32), meta (sidecar parquet: index, token, matched)
+log:    one file; the match report is logged there
+"""
+import logging
+
+from embinit.embeddings import extract
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
+files = {role: path for role, path in snakemake.input.items() if role != "vocab"}
+p = snakemake.params
+extract(snakemake.input.vocab, p.source, files, p.missing, p.missing_seed, snakemake.output.npy, snakemake.output.meta)
