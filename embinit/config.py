@@ -41,7 +41,7 @@ def check(config: dict) -> None:
             _require(relpath, config["remotes"], f"sources.{name}.files.{role}")
     for name, block in config["blocks"].items():
         _check_block(config, name, block)
-    for key in ("table3", "table4"):
+    for key in ("table3", "table4", "table6"):
         _require(config[key]["block"], config["blocks"], f"{key}.block")
     for i, name in enumerate(config["table3"]["variants"]):
         _require(name, config["variants"], f"table3.variants[{i}]")

