@@ -15,6 +15,9 @@ from embinit.config import check
 check(config)
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/download.smk"
 include: "rules/prepare.smk"
@@ -25,9 +28,9 @@ include: "rules/tables.smk"
 
 
 rule all:
-    """Everything the configured run_blocks produce."""
+    """Every table and the figure of the configured run_blocks."""
     input:
-        vocabulary_targets(config["run_blocks"]),
+        rules.paper.input,
 
 
 rule vocabularies:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from embinit.initializers import mean_std, pretrained_xavier, xavier
 from embinit.posenc import sinusoidal_table
-from embinit.tables import block_sources, markdown_table, write_csv_md
+from embinit.tables import markdown_table, write_csv_md
 from embinit.vocab import SPECIALS
 
 
@@ -50,7 +50,7 @@ def xavier_std(x, ctx):
 
 
 def pos_enc_rescaled(x, ctx):
-    """Position encoding shrunk by sigma_x / sigma_p instead of the embedding being standardized."""
+    """P x sigma_p / sigma_x on the raw layer: P as large relative to GloVe as it is after Xavier-Std."""
     return x + ctx.pos_rows * mean_std(x)[1] / _xavier_sigma(x.shape, ctx.seed)
 
 
@@ -123,12 +123,15 @@ def table4(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, 
     """Table 4 on the layer of config `table4` (block, side, seed); P from config `model` (max_len, pos_base)."""
     spec, model = config["table4"], config["model"]
     vectors = np.load(vectors_npy)
-    tokens = pd.read_parquet(tokens_parquet, columns=["token"]).token.tolist()
+    sidecar = pd.read_parquet(tokens_parquet, columns=["token", "matched"])
+    tokens = sidecar.token.tolist()
     if len(tokens) != len(vectors):
         raise ValueError(f"{tokens_parquet}: {len(tokens)} tokens for {len(vectors)} rows of {vectors_npy}")
     table = evaluate(vectors, tokens, load_questions(questions_path), spec["seed"], model["max_len"],
                      model["pos_base"])
     source = config["blocks"][spec["block"]]["sources"][spec["side"]]
+    if source is None:
+        raise ValueError(f"table4: side {spec['side']} of block {spec['block']} has no embedding source")
     table.insert(0, "block", spec["block"])
     table.insert(1, "side", spec["side"])
     table.insert(2, "source", source)
@@ -137,7 +140,8 @@ def table4(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, 
     rows = [[r.transformation, f"{100 * r.accuracy:.1f}", f"{r.correct:,} / {r.applicable:,}"]
             for r in table.itertuples()]
     md = (f"# Table 4\n\n3CosAdd word analogy, {spec['side']} layer of {spec['block']} "
-          f"(N = {len(vectors):,}, D = {vectors.shape[1]}); source: {block_sources(config, spec['block'])[1]}. "
+          f"(N = {len(vectors):,}, D = {vectors.shape[1]}); source: {table.source_display[0]} ({source}), "
+          f"which has a vector for {int(sidecar.matched.sum()):,} of the {len(vectors):,} rows. "
           f"Accuracy over the {table.applicable.iloc[0]:,} of {table.total.iloc[0]:,} questions whose four words "
           f"are in the vocabulary. Pos. Enc.: one random row of P (max_len {model['max_len']}, "
           f"base {model['pos_base']}) per word, seed {spec['seed']}.\n\n"

@@ -8,19 +8,21 @@ the block's `family` as the source name; the Markdown lists the sources under ea
 from __future__ import annotations
 
 import json
+import textwrap
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from scipy import stats
 
 from embinit.initializers import display_name
 from embinit.io import atomic_path, write_text_atomic
 
 TASK_DISPLAY = {"sst2": "SST2", "mnli": "MNLI", "multi30k": "Multi30k", "iwslt2017": "IWSLT2017"}
-METRIC_DISPLAY = {"accuracy": "Acc", "mismatched_accuracy": "Mismatch", "bleu": "BLEU"}
+METRIC_DISPLAY = {"accuracy_pct": "Acc", "mismatched_accuracy_pct": "Mismatch", "bleu": "BLEU"}
 RUN_KEYS = ["block", "task", "kind", "initializer", "seed", "variant", "best_epoch"]
 
 
@@ -45,6 +47,7 @@ def format_mean_std(mean: float, std: float, digits: int = 1) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub pipe table (pandas' to_markdown would need the extra `tabulate` package)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
 
@@ -71,7 +74,7 @@ def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000
     out = {"diff_vs_xavier": d.mean() if len(d) else np.nan, "n_pairs": len(d),
            "p_paired_t": np.nan, "ci_low": np.nan, "ci_high": np.nan}
     if len(d) >= 2:
-        with warnings.catch_warnings():  # identical pairs: scipy warns and returns NaN, which is what we want
+        with warnings.catch_warnings():  # constant differences make scipy warn; its p-value (0 or NaN) stands
             warnings.simplefilter("ignore", RuntimeWarning)
             out["p_paired_t"] = float(stats.ttest_rel(pairs.iloc[:, 0], pairs.iloc[:, 1]).pvalue)
         boot = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
@@ -89,9 +92,9 @@ def _table1_metrics(path: str, run: dict) -> list[tuple[str, float]]:
     """Table 1's numbers of one run: accuracies in %, BLEU as is; MNLI adds mismatched accuracy."""
     if field(path, run, "kind") == "translation":
         return [("bleu", field(path, run, "test_bleu"))]
-    metrics = [("accuracy", _percent(path, field(path, run, "best_valid_acc")))]
+    metrics = [("accuracy_pct", _percent(path, field(path, run, "best_valid_acc")))]
     if run["task"] == "mnli":
-        metrics.append(("mismatched_accuracy", _percent(path, field(path, run, "test_acc"))))
+        metrics.append(("mismatched_accuracy_pct", _percent(path, field(path, run, "test_acc"))))
     return metrics
 
 
@@ -123,9 +126,7 @@ def summarize(long: pd.DataFrame, config: dict, n_boot: int = 10_000, boot_seed:
         values = group.set_index("seed")["value"]
         xavier = long[(long.block == block) & (long.variant == variant) & (long.metric == metric)
                       & (long.initializer == "Xavier")].set_index("seed")["value"]
-        comparison = (compare_to_xavier(values, xavier, n_boot, boot_seed) if init != "Xavier"
-                      else {"diff_vs_xavier": np.nan, "n_pairs": 0, "p_paired_t": np.nan,
-                            "ci_low": np.nan, "ci_high": np.nan})
+        comparison = compare_to_xavier(values, xavier if init != "Xavier" else xavier.iloc[:0], n_boot, boot_seed)
         family = config["blocks"][block]["family"]
         sources, display = block_sources(config, block)
         rows.append({"family": family, "block": block, "task": group.task.iloc[0], "variant": variant,
@@ -144,9 +145,9 @@ def write_csv_md(csv_path, md_path, frame: pd.DataFrame, markdown: str) -> None:
 
 
 def _ordered(values, order) -> list:
-    """`values` in the order of `order`, anything not listed at the end."""
+    """The distinct `values` in the order of `order`, anything not listed there at the end."""
     present = list(dict.fromkeys(values))
-    return [v for v in order if v in present] + [v for v in present if v not in order]
+    return [v for v in dict.fromkeys(order) if v in present] + [v for v in present if v not in order]
 
 
 def _sources_note(summary: pd.DataFrame) -> str:
@@ -173,40 +174,40 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
     cell = summary.set_index(["family", "task", "initializer", "metric"])
     task_metrics = {t: _ordered(summary.metric[summary.task == t], list(METRIC_DISPLAY)) for t in tasks}
 
-    header = ["Embedding"]
-    for task in tasks:
-        for metric in task_metrics[task]:
-            name = "Match" if metric == "accuracy" and len(task_metrics[task]) > 1 else METRIC_DISPLAY[metric]
-            header.append(f"{TASK_DISPLAY.get(task, task)} {name} (σ)")
-        header.append("Epoch")
-
-    def rows(render):
-        out = []
+    def table(render, suffix: str, epoch: bool) -> str:
+        """One row per family x initializer; per task a cell per metric, then (optionally) the epoch."""
+        header = ["Embedding"]
+        for task in tasks:
+            for metric in task_metrics[task]:
+                name = "Match" if metric == "accuracy_pct" and len(task_metrics[task]) > 1 else METRIC_DISPLAY[metric]
+                header.append(f"{TASK_DISPLAY.get(task, task)} {name}{suffix}")
+            header += ["Epoch"] if epoch else []
+        rows = []
         for family in families:
-            out.append([f"**{family}**"] + [""] * (len(header) - 1))
-            inits = _ordered(summary.initializer[summary.family == family], config["initializers"])
-            for init in inits:
+            rows.append([f"**{family}**"] + [""] * (len(header) - 1))
+            for init in _ordered(summary.initializer[summary.family == family], config["initializers"]):
                 row = [display_name(init, family)]
                 for task in tasks:
-                    keys = [(family, task, init, m) for m in task_metrics[task]]
-                    found = [cell.loc[k] if k in cell.index else None for k in keys]
+                    found = [cell.loc[(family, task, init, m)] if (family, task, init, m) in cell.index else None
+                             for m in task_metrics[task]]
                     row += [render(c) if c is not None else "-" for c in found]
-                    row.append(f"{found[0].mean_best_epoch:.1f}" if found[0] is not None else "-")
-                out.append(row)
-        return out
+                    if epoch:
+                        row.append(f"{found[0].mean_best_epoch:.1f}" if found[0] is not None else "-")
+                rows.append(row)
+        return markdown_table(header, rows)
 
     def paired(c) -> str:
         if pd.isna(c.diff_vs_xavier):
             return "-"
         ci = "" if pd.isna(c.ci_low) else f" [{c.ci_low:+.1f}, {c.ci_high:+.1f}]"
-        p = "" if pd.isna(c.p_paired_t) else f" p={c.p_paired_t:.3f}"
+        p = "" if pd.isna(c.p_paired_t) else f" p={c.p_paired_t:.3f}" if c.p_paired_t >= 0.001 else " p<0.001"
         return f"{c.diff_vs_xavier:+.1f}{ci}{p}"
 
     return (f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
-            + markdown_table(header, rows(lambda c: format_mean_std(c["mean"], c["std"])))
-            + "\nBeyond the paper: difference to Xavier of the same block, paired by seed "
-              "(mean [bootstrap 95% CI] paired t-test p):\n\n"
-            + markdown_table(header, rows(paired)) + "\n" + _sources_note(summary))
+            + table(lambda c: format_mean_std(c["mean"], c["std"]), " (σ)", epoch=True)
+            + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
+              "mean [bootstrap 95% CI], paired t-test p.\n\n"
+            + table(paired, " Δ", epoch=False) + "\n" + _sources_note(summary))
 
 
 def _table1_summary(runs, config, initializers, variant, n_boot, boot_seed) -> pd.DataFrame:
@@ -250,8 +251,8 @@ def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_see
                 continue
             loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
             rows.append([loss.label, "yes" if loss.embedding_trainable else "no",
-                         "yes" if loss.pos_encoding else "no",
-                         f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})", format_mean_std(bleu["mean"], bleu["std"])])
+                         "yes" if loss.pos_encoding else "no", f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})",
+                         format_mean_std(bleu["mean"], bleu["std"])])
     header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)"]
     md = (f"# Table 3 ({spec['block']})\n\nMean over seeds; epoch = mean best epoch (1-based).\n\n"
           + markdown_table(header, rows) + "\n" + _sources_note(summary))
@@ -278,6 +279,8 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
         rows.append({"block": field(path, run, "block"), "task": field(path, run, "task"),
                      **{k: field(path, run, k) for k in keys},
                      "vocab_encoder": vocab["encoder"], "vocab_decoder": vocab.get("decoder")})
+    if not rows:
+        raise ValueError(f"Table 5: no {variant} runs among the inputs")
     runs_frame = pd.DataFrame(rows)
     table = []
     for block in _ordered(runs_frame.block, list(config["blocks"])):
@@ -305,6 +308,14 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
     return table
 
 
+def _epoch_metrics(path: Path, columns: list[str]) -> pd.DataFrame:
+    metrics = pd.read_parquet(path)
+    missing = [c for c in columns if c not in metrics.columns]
+    if missing:
+        raise KeyError(f"{path}: metrics.parquet has no column(s) {missing}")
+    return metrics[columns]
+
+
 def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd.DataFrame:
     """Figure 1: validation BLEU per epoch, mean over seeds; a panel per config figure1 block.
 
@@ -315,7 +326,7 @@ def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd
     for path, run in runs:
         block, init = field(path, run, "block"), field(path, run, "initializer")
         if block in spec["blocks"] and init in spec["initializers"] and field(path, run, "variant") == variant:
-            metrics = pd.read_parquet(Path(path).with_name("metrics.parquet"), columns=["epoch", "valid_bleu"])
+            metrics = _epoch_metrics(Path(path).with_name("metrics.parquet"), ["epoch", "valid_bleu"])
             frames.append(metrics.assign(block=block, initializer=init, seed=field(path, run, "seed")))
     curves = pd.concat(frames) if frames else pd.DataFrame(columns=["block", "initializer", "epoch", "valid_bleu"])
     missing = [b for b in spec["blocks"] if b not in set(curves.block)]
@@ -326,14 +337,16 @@ def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd
     curves.insert(2, "label", [display_name(i, config["blocks"][b]["family"])
                                for b, i in zip(curves.block, curves.initializer)])
 
-    fig = Figure(figsize=(4.5 * len(spec["blocks"]), 3.8), layout="constrained")
+    fig = Figure(figsize=(5 * len(spec["blocks"]), 4), layout="constrained")
     for ax, block in zip(fig.subplots(1, len(spec["blocks"]), squeeze=False)[0], spec["blocks"]):
         part = curves[curves.block == block]
         for init in _ordered(part.initializer, spec["initializers"]):
             line = part[part.initializer == init].sort_values("epoch")
             ax.plot(line.epoch, line.valid_bleu_mean, marker="o", markersize=3, label=line.label.iloc[0])
-        task = TASK_DISPLAY.get(config["blocks"][block]["task"], block)
-        ax.set_title(f"{task} ({block})\n{block_sources(config, block)[1]}", fontsize=8)
+        task = config["blocks"][block]["task"]
+        task = TASK_DISPLAY.get(task, task)
+        ax.set_title(f"{task} ({block})\n" + textwrap.fill(block_sources(config, block)[1], 60), fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("Epoch")
         ax.set_ylabel("Validation BLEU (mean over seeds)")
         ax.legend(fontsize=8)

@@ -67,7 +67,7 @@ rule embedding_matches:
     input:
         [e["meta"] for e in match_entries(config["run_blocks"])],
     output:
-        f"{RES}/embedding_matches.csv",
+        report(f"{RES}/embedding_matches.csv", caption="../report/embedding_matches.rst", category="Embeddings"),
     params:
         entries=match_entries(config["run_blocks"]),
     localrule: True

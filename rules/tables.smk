@@ -27,7 +27,7 @@ for _table, _inits in ((2, TABLE1_INITS), (8, ["Xavier_Pretrained"])):
         input:
             [e["path"] for e in stats_entries(config["run_blocks"], _inits)],
         output:
-            csv=f"{RES}/table{_table}.csv",
+            csv=report(f"{RES}/table{_table}.csv", caption=f"../report/table{_table}.rst", category="Tables"),
             md=f"{RES}/table{_table}.md",
         params:
             table=_table,
@@ -47,7 +47,7 @@ rule table6:
             for init in ("Xavier", "Pretrained", "Pretrained_Xavier")
         },
     output:
-        csv=f"{RES}/table6.csv",
+        csv=report(f"{RES}/table6.csv", caption="../report/table6.rst", category="Tables"),
         md=f"{RES}/table6.md",
     params:
         table=6,
@@ -59,3 +59,76 @@ rule table6:
         PIPELINE_ENV
     script:
         "../workflow_scripts/stats_table.py"
+
+
+for _table, _runs in (
+    (1, lambda: base_runs(config["run_blocks"])),
+    (7, lambda: base_runs(config["run_blocks"], ["Xavier", "Xavier_Pretrained"])),
+    (5, lambda: base_runs(config["run_blocks"])),
+):
+
+    rule:
+        name:
+            f"table{_table}"
+        input:
+            _runs(),
+        output:
+            csv=report(f"{RES}/table{_table}.csv", caption=f"../report/table{_table}.rst", category="Tables"),
+            md=f"{RES}/table{_table}.md",
+        params:
+            table=str(_table),
+        localrule: True
+        conda:
+            PIPELINE_ENV
+        script:
+            "../workflow_scripts/tables.py"
+
+
+rule table3:
+    """Multi30k GloVe: initializers x embedding trainable yes/no x position encoding yes/no."""
+    input:
+        [
+            f"{run_dir(config['table3']['block'], i, s, v)}/final.json"
+            for i in config["table3"]["initializers"]
+            for v in config["table3"]["variants"]
+            for s in seeds_of(config, config["table3"]["block"])
+        ],
+    output:
+        csv=report(f"{RES}/table3.csv", caption="../report/table3.rst", category="Tables"),
+        md=f"{RES}/table3.md",
+    params:
+        table="3",
+        settings=config["table3"],
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    script:
+        "../workflow_scripts/tables.py"
+
+
+rule figure1:
+    """Validation BLEU per epoch, mean over seeds, one panel per block."""
+    input:
+        runs=base_runs(config["figure1"]["blocks"], config["figure1"]["initializers"]),
+        metrics=[p.replace("final.json", "metrics.parquet")
+                 for p in base_runs(config["figure1"]["blocks"], config["figure1"]["initializers"])],
+    output:
+        png=report(f"{RES}/figure1.png", caption="../report/figure1.rst", category="Figure 1"),
+        csv=f"{RES}/figure1.csv",
+    params:
+        table="figure1",
+        settings=config["figure1"],
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    script:
+        "../workflow_scripts/tables.py"
+
+
+rule paper:
+    """Every table and the figure of the configured run_blocks."""
+    input:
+        [f"{RES}/table{n}.csv" for n in (1, 2, 3, 4, 5, 6, 7, 8)],
+        f"{RES}/figure1.png",
+        f"{RES}/embedding_matches.csv",
+    localrule: True

@@ -1,0 +1,186 @@
+"""embinit.tables on fabricated runs: aggregation, formatting, sources, paired statistics, layouts, Figure 1."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from embinit import tables
+
+STAND_IN = "GloVe-6B-50d (stand-in for GloVe 840B)"
+CONFIG = {
+    "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"],
+    "sources": {"glove6b50d": {"display": STAND_IN}, "bert": {"display": "BERT"}},
+    "blocks": {
+        "sst2_glove6b50d": {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe"},
+        "mnli_bert": {"task": "mnli", "sources": {"encoder": "bert"}, "family": "BERT"},
+        "multi30k_glove6b50d": {"task": "multi30k", "sources": {"encoder": None, "decoder": "glove6b50d"},
+                                "family": "GloVe"},
+    },
+    "variants": {"base": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
+                 "frozen": {"pos_encoding": "sinusoidal", "embedding_trainable": False},
+                 "nopos": {"pos_encoding": "none", "embedding_trainable": True},
+                 "nopos_frozen": {"pos_encoding": "none", "embedding_trainable": False}},
+    "table3": {"block": "multi30k_glove6b50d", "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],
+               "variants": ["base", "frozen", "nopos", "nopos_frozen"]},
+    "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
+}
+TASKS = {"sst2": "classification", "mnli": "classification", "multi30k": "translation"}
+
+
+def run(block, init, seed, variant="base", best_epoch=3, **metrics):
+    task = CONFIG["blocks"][block]["task"]
+    out = {"block": block, "task": task, "kind": TASKS[task], "initializer": init, "seed": seed,
+           "variant": variant, "best_epoch": best_epoch, "params": 1_000_000, "epochs": 5, "batch_size": 128,
+           "vocab_sizes": {"encoder": 100, "decoder": 80} if task == "multi30k" else {"encoder": 100},
+           "train_size": 500, "minutes_per_epoch": 1.0 + seed}
+    return {**out, **metrics}
+
+
+def save(tmp_path, runs):
+    """Write runs as results/<block>/<init>/seed<k>/<variant>/final.json and read them back."""
+    paths = []
+    for r in runs:
+        path = tmp_path / r["block"] / r["initializer"] / f"seed{r['seed']}" / r["variant"] / "final.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(r))
+        paths.append(path)
+    return tables.load_runs(paths)
+
+
+SST2 = {"Xavier": [0.80, 0.82, 0.84], "Pretrained": [0.83, 0.86, 0.86], "Pretrained_Xavier": [0.85, 0.85, 0.88]}
+
+
+def grid(tmp_path):
+    runs = [run("sst2_glove6b50d", init, seed, best_epoch=seed + 1, best_valid_acc=acc)
+            for init, accs in SST2.items() for seed, acc in enumerate(accs)]
+    runs += [run("mnli_bert", init, seed, best_valid_acc=0.6 + 0.01 * seed, test_acc=0.61)
+             for init in ["Xavier", "Xavier_Pretrained"] for seed in range(2)]
+    runs += [run("multi30k_glove6b50d", init, seed, test_bleu=30.0 + seed + (init == "Pretrained"))
+             for init in ["Xavier", "Pretrained"] for seed in range(4)]
+    return save(tmp_path, runs)
+
+
+def test_mean_std_n_seeds_and_epoch(tmp_path):
+    summary = tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    row = summary[(summary.block == "sst2_glove6b50d") & (summary.initializer == "Xavier")].iloc[0]
+    assert row["mean"] == pytest.approx(82.0)
+    assert row["std"] == pytest.approx(2.0)  # sample std, ddof=1
+    assert row.n_seeds == 3 and row.mean_best_epoch == pytest.approx(2.0)
+    csv = pd.read_csv(tmp_path / "t1.csv")
+    assert {"mean", "std", "n_seeds", "mean_best_epoch", "diff_vs_xavier", "p_paired_t", "ci_low",
+            "ci_high", "sources", "source_display"} <= set(csv.columns)
+
+
+def test_format_mean_std():
+    assert tables.format_mean_std(37.2999, 0.4449) == "37.3 (0.4)"
+    assert tables.format_mean_std(37.3, np.nan) == "37.3"  # one seed: no std
+    assert tables.format_mean_std(np.nan, np.nan) == "-"
+
+
+def test_one_seed_has_blank_std(tmp_path):
+    runs = save(tmp_path, [run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=0.5)])
+    summary = tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    assert np.isnan(summary["std"].iloc[0])
+    assert "| 50.0 |" in (tmp_path / "t1.md").read_text()
+
+
+def test_stand_in_source_is_named_in_every_row(tmp_path):
+    tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    csv = pd.read_csv(tmp_path / "t1.csv")
+    sst2 = csv[csv.block == "sst2_glove6b50d"]
+    assert set(sst2.sources) == {"encoder=glove6b50d"}
+    assert set(sst2.source_display) == {f"encoder={STAND_IN}"}
+    assert set(csv[csv.block == "multi30k_glove6b50d"].sources) == {"encoder=none; decoder=glove6b50d"}
+    assert STAND_IN in (tmp_path / "t1.md").read_text()
+
+
+def test_table1_and_table7_layout(tmp_path):
+    runs = grid(tmp_path)
+    tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    tables.table7(runs, CONFIG, tmp_path / "t7.csv", tmp_path / "t7.md")
+    t1, t7 = (tmp_path / "t1.md").read_text(), (tmp_path / "t7.md").read_text()
+    header = t1.splitlines()[4]
+    assert header.startswith("| Embedding | SST2 Acc (σ) | Epoch | MNLI Match (σ) | MNLI Mismatch (σ) | Epoch "
+                             "| Multi30k BLEU (σ) | Epoch |")
+    assert "| GloVe_Xavier | 86.0 (1.7) | 2.0 |" in t1
+    assert "Xavier_BERT" not in t1 and "| Xavier_BERT | 60.5 (0.7) | 61.0 (0.0) | 3.0 |" in t7
+    assert set(pd.read_csv(tmp_path / "t7.csv").initializer) == {"Xavier_Pretrained"}
+
+
+def test_compare_to_xavier_pairs_by_seed():
+    values = pd.Series([2.0, 5.0, 3.0, 9.0], index=[0, 1, 2, 7])
+    xavier = pd.Series([1.0, 1.5, 2.0, 3.0], index=[2, 1, 0, 3])  # seed 7 / 3 have no partner
+    out = tables.compare_to_xavier(values, xavier)
+    d = np.array([2.0 - 2.0, 5.0 - 1.5, 3.0 - 1.0])
+    assert out["n_pairs"] == 3 and out["diff_vs_xavier"] == pytest.approx(d.mean())
+    assert out["p_paired_t"] == pytest.approx(stats.ttest_rel([2.0, 5.0, 3.0], [2.0, 1.5, 1.0]).pvalue)
+    assert out["ci_low"] <= out["diff_vs_xavier"] <= out["ci_high"]
+    assert out == tables.compare_to_xavier(values, xavier)  # fixed RNG: deterministic
+    one = tables.compare_to_xavier(pd.Series([2.0], index=[0]), xavier)
+    assert one["diff_vs_xavier"] == 0.0 and np.isnan([one["p_paired_t"], one["ci_low"], one["ci_high"]]).all()
+
+
+def test_table1_paired_columns(tmp_path):
+    summary = tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    row = summary[(summary.block == "multi30k_glove6b50d") & (summary.initializer == "Pretrained")].iloc[0]
+    assert row.diff_vs_xavier == pytest.approx(1.0) and row.ci_low == pytest.approx(1.0)
+    assert summary[summary.initializer == "Xavier"].diff_vs_xavier.isna().all()
+
+
+def test_missing_key_names_the_file(tmp_path):
+    runs = save(tmp_path, [run("multi30k_glove6b50d", "Xavier", 0)])  # no test_bleu
+    with pytest.raises(KeyError, match=r"final\.json has no key 'test_bleu'") as err:
+        tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    assert str(runs[0][0]) in str(err.value)
+
+
+def test_accuracy_must_be_a_fraction(tmp_path):
+    runs = save(tmp_path, [run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=82.0)])
+    with pytest.raises(ValueError, match="not a fraction"):
+        tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+
+
+def test_table3_grid_maps_variants_to_switches(tmp_path):
+    runs = [run("multi30k_glove6b50d", init, seed, variant, best_epoch=5, best_valid_loss=2.0 + seed,
+                test_bleu=20.0 + i)
+            for i, init in enumerate(CONFIG["table3"]["initializers"])
+            for variant in CONFIG["table3"]["variants"] for seed in range(2)]
+    runs.append(run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=0.5))  # not Table 3's block: ignored
+    summary = tables.table3(save(tmp_path, runs), CONFIG, tmp_path / "t3.csv", tmp_path / "t3.md")
+    switches = summary.drop_duplicates("variant").set_index("variant")[["embedding_trainable", "pos_encoding"]]
+    assert switches.to_dict("index") == {
+        "base": {"embedding_trainable": True, "pos_encoding": True},
+        "frozen": {"embedding_trainable": False, "pos_encoding": True},
+        "nopos": {"embedding_trainable": True, "pos_encoding": False},
+        "nopos_frozen": {"embedding_trainable": False, "pos_encoding": False}}
+    md = (tmp_path / "t3.md").read_text()
+    assert "| GloVe_Xavier | no | no | 2.50 (5.0) | 22.0 (0.0) |" in md
+    assert len([line for line in md.splitlines() if line.startswith("| ")]) == 1 + 12
+
+
+def test_table5_per_block(tmp_path):
+    table = tables.table5(grid(tmp_path), CONFIG, tmp_path / "t5.csv", tmp_path / "t5.md")
+    m30k = table.set_index("block").loc["multi30k_glove6b50d"]
+    assert (m30k.vocab_encoder, m30k.vocab_decoder, m30k.n_runs) == (100, 80, 8)
+    assert m30k.minutes_per_epoch == pytest.approx(2.5)
+    assert np.isnan(table.set_index("block").loc["sst2_glove6b50d"].vocab_decoder)
+    assert "| 100 / 80 |" in (tmp_path / "t5.md").read_text()
+    odd = save(tmp_path / "odd", [run("sst2_glove6b50d", "Xavier", 0, batch_size=64),
+                                  run("sst2_glove6b50d", "Pretrained", 0)])
+    with pytest.raises(ValueError, match="disagree on batch_size"):
+        tables.table5(odd, CONFIG, tmp_path / "t5.csv", tmp_path / "t5.md")
+
+
+def test_figure1_writes_png_and_curves(tmp_path):
+    runs = grid(tmp_path)
+    for path, r in runs:
+        if r["block"] == "multi30k_glove6b50d":
+            pd.DataFrame({"epoch": [1, 2, 3], "valid_bleu": [1.0 + r["seed"], 2.0 + r["seed"], 3.0]}).to_parquet(
+                tables.Path(path).with_name("metrics.parquet"))
+    curves = tables.figure1(runs, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
+    assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    xavier = curves[curves.initializer == "Xavier"].set_index("epoch")
+    assert xavier.valid_bleu_mean.tolist() == [2.5, 3.5, 3.0] and set(xavier.n_seeds) == {4}
+    assert set(pd.read_csv(tmp_path / "fig.csv").label) == {"Xavier", "GloVe"}
