@@ -147,7 +147,7 @@ def greedy_decode(model: Translator, src: torch.Tensor, max_extra: int) -> torch
     out = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for step in range(1, min(int(limits.max()), model.max_len - 1) + 1):
-        token = model.decode(out, memory, keep)[:, -1].argmax(-1).masked_fill(done, PAD)
+        token = model.generator(model.decode(out, memory, keep)[:, -1]).argmax(-1).masked_fill(done, PAD)
         out = torch.cat([out, token[:, None]], dim=1)
         done |= (token == EOS) | (step >= limits)
         if done.all():
@@ -207,6 +207,16 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def setup_of(spec: dict) -> dict:
+    """What a checkpoint must agree with to be resumed: all but file paths, epochs and the machine."""
+    machine = ("device", "num_threads", "bf16")
+    return json.loads(json.dumps({
+        "kind": spec["kind"], "run": spec["run"], "model": spec["model"], "variant": spec["variant"],
+        "train": {k: v for k, v in spec["train"].items() if k not in machine},
+        "batch_size": spec["batch_size"], "lr": spec["lr"], "seed": spec["seed"],
+        "num_classes": spec.get("num_classes")}, sort_keys=True))
+
+
 def save_checkpoint(path: Path, checkpoint: dict) -> None:
     with atomic_path(path) as tmp:
         torch.save(checkpoint, tmp)
@@ -220,8 +230,16 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
 def train_run(spec: dict, out_dir, detokenize: Callable[[Sequence[int]], str] | None = None) -> dict:
     """Train one (block, initializer, seed, variant) run into out_dir; returns what final.json holds.
 
-    Resumes from out_dir/checkpoint.pt when present. `detokenize` turns decoder ids into text for BLEU
-    (default: vocabulary tokens joined by spaces, from spec["vocab"]["decoder"]).
+    spec keys: kind ("translation" | "classification"); data {train, valid, test (None: no test split)}:
+    tokenized parquet paths; embeddings {encoder, decoder (translation)}: N x D .npy the layers start from;
+    vocab {decoder}: vocabulary parquet (only for the default detokenizer); model: config `model`;
+    train: config `train`; variant {pos_encoding, embedding_trainable}; epochs; batch_size; lr; seed;
+    num_classes (classification); run {block, task, initializer, seed, variant}; optional log (default
+    out_dir/train.log) and threads (used when train.num_threads is 0).
+
+    Writes metrics.parquet and checkpoint.pt every epoch, then (translation) test.hyp.txt / test.ref.txt and
+    final.json last. Resumes from out_dir/checkpoint.pt when present. `detokenize` turns decoder ids into
+    text for BLEU (default: vocabulary tokens joined by spaces, specials skipped).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -269,8 +287,10 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
     rows, best_model, start = [], None, 1
     if checkpoint_path.exists():
         checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        if checkpoint["run"] != run:
-            raise ValueError(f"{checkpoint_path} belongs to run {checkpoint['run']}, not {run}")
+        if checkpoint["setup"] != setup_of(spec):
+            differ = sorted(k for k, v in setup_of(spec).items() if checkpoint["setup"].get(k) != v)
+            raise ValueError(f"{checkpoint_path} was written with other settings ({', '.join(differ)}); "
+                             f"delete it to train run {name} from scratch")
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         generator.set_state(checkpoint["sampler"])
@@ -302,8 +322,9 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
         rows.append(row)
         log.info("%s epoch %d: %s", name, epoch, {k: round(v, 4) for k, v in row.items() if k != "epoch"})
         save_checkpoint(checkpoint_path, {
-            "run": run, "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "sampler": generator.get_state(), "rng": rng_state(), "best_model": best_model, "rows": rows})
+            "setup": setup_of(spec), "epoch": epoch, "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(), "sampler": generator.get_state(), "rng": rng_state(),
+            "best_model": best_model, "rows": rows})
         write_metrics(out_dir / "metrics.parquet", rows)
 
     if translation:
@@ -321,16 +342,16 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
         write_text_atomic(out_dir / "test.ref.txt", "".join(r + "\n" for r in test_refs))
     else:
         best = max(rows, key=lambda r: r["valid_acc"])  # earliest epoch on ties
-        selected = {"best_epoch": best["epoch"], "valid_acc": best["valid_acc"],
+        selected = {"best_epoch": best["epoch"], "best_valid_acc": best["valid_acc"],
                     "best_valid_loss": min(r["valid_loss"] for r in rows)}
         if "test_acc" in best:
             selected["test_acc"] = best["test_acc"]
 
     final = {**run, "kind": kind, **selected,
-             "parameters": model.num_parameters(),
-             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+             "params": model.num_parameters(),
+             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
              "minutes_per_epoch": float(np.mean([r["wall_seconds"] for r in rows])) / 60,
-             "vocab_size": {side: int(e.shape[0]) for side, e in embeddings.items()},
+             "vocab_sizes": {side: int(e.shape[0]) for side, e in embeddings.items()},
              "embedding_dim": int(embeddings["encoder"].shape[1]),
              "train_size": len(splits["train"]), "epochs": spec["epochs"], "batch_size": batch_size,
              "lr": spec["lr"], "device": _describe(device),

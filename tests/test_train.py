@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -31,27 +33,30 @@ def sentences(rng, n):
     return [rng.integers(4, 4 + WORDS, size=rng.integers(3, 9)).tolist() for _ in range(n)]
 
 
+def ids_column(lists):
+    return pa.array(lists, pa.list_(pa.int32()))
+
+
 def write_translation(path, rng, n):
     words = sentences(rng, n)
     tgt = [[4 + (w - 4 + 1) % WORDS for w in s] for s in words]  # a learnable word-for-word "translation"
-    pd.DataFrame({"src_ids": [[BOS, *s, EOS] for s in words], "tgt_ids": [[BOS, *t, EOS] for t in tgt],
-                  "ref": [" ".join(f"e{w - 4}" for w in t) for t in tgt]}
-                 ).astype({"src_ids": pd.ArrowDtype(__import__("pyarrow").list_(__import__("pyarrow").int32()))}
-                         ).to_parquet(path, index=False)
+    pq.write_table(pa.table({"src_ids": ids_column([[BOS, *s, EOS] for s in words]),
+                             "tgt_ids": ids_column([[BOS, *t, EOS] for t in tgt]),
+                             "ref": [" ".join(f"e{w - 4}" for w in t) for t in tgt]}), path)
 
 
 def write_classification(path, rng, n):
     firsts, seconds = sentences(rng, n), sentences(rng, n)
     ids = [[BOS, *a, EOS, *b, EOS] for a, b in zip(firsts, seconds)]
-    labels = [int(a[0] % 3) for a in firsts]
-    pd.DataFrame({"ids": ids, "label": np.array(labels, dtype=np.int64)}).to_parquet(path, index=False)
+    labels = [a[0] % 3 for a in firsts]  # the class is readable from the first word
+    pq.write_table(pa.table({"ids": ids_column(ids), "label": pa.array(labels, pa.int64())}), path)
 
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy")
     rng = np.random.default_rng(0)
-    for split, n in [("train", 64), ("valid", 16), ("test", 16)]:
+    for split, n in [("train", 128), ("valid", 16), ("test", 16)]:
         write_translation(root / f"mt_{split}.parquet", rng, n)
         write_classification(root / f"cls_{split}.parquet", rng, n)
     write_vocab(root / "vocab_encoder.parquet", "d")
@@ -74,7 +79,7 @@ def make_spec(toy, kind="translation", **changes):
         "train": {"adam_betas": [0.9, 0.98], "adam_eps": 1e-9, "device": "cpu", "bf16": True,
                   "bucket_width": 2, "decode_max_extra": 5, "num_threads": 0},
         "variant": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
-        "epochs": 3, "batch_size": 8, "lr": 3e-3, "seed": 7, "num_classes": 3,
+        "epochs": 3, "batch_size": 8, "lr": 1e-2, "seed": 7, "num_classes": 3,
         "run": {"task": "toy", "block": "toy_block", "initializer": "Xavier", "seed": 7, "variant": "base"},
     }
     spec.update(changes)
@@ -104,9 +109,9 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
     assert json.loads((out / "final.json").read_text()) == final
     best = metrics.loc[metrics["valid_loss"].idxmin()]
     assert final["best_epoch"] == best["epoch"] and final["best_valid_loss"] == best["valid_loss"]
-    assert final["parameters"] == expected_parameters(4 + WORDS, 4 + WORDS, DIM, ffn_dim=32, layers=1)
-    assert final["vocab_size"] == {"encoder": 4 + WORDS, "decoder": 4 + WORDS}
-    assert final["train_size"] == 64 and final["test_size"] == 16
+    assert final["params"] == expected_parameters(4 + WORDS, 4 + WORDS, DIM, ffn_dim=32, layers=1)
+    assert final["vocab_sizes"] == {"encoder": 4 + WORDS, "decoder": 4 + WORDS}
+    assert final["train_size"] == 128 and final["test_size"] == 16
     assert final["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     assert final["block"] == "toy_block" and final["seed"] == 7 and final["variant"] == "base"
     hyp = (out / "test.hyp.txt").read_text().splitlines()
@@ -167,6 +172,12 @@ def test_resume_with_more_epochs_continues_the_checkpoint(reference_run, toy, tm
     assert selected(resumed) == selected(final)
 
 
+def test_checkpoint_of_other_settings_is_not_resumed(toy, tmp_path):
+    train.train_run(make_spec(toy, epochs=1), tmp_path)
+    with pytest.raises(ValueError, match=r"other settings \(lr\); delete it"):
+        train.train_run(make_spec(toy, epochs=2, lr=1e-3), tmp_path)
+
+
 @pytest.mark.parametrize("trainable", [False, True])
 def test_frozen_embedding_stays_bit_identical(toy, tmp_path, trainable):
     spec = make_spec(toy, epochs=1, variant={"pos_encoding": "sinusoidal", "embedding_trainable": trainable})
@@ -175,14 +186,15 @@ def test_frozen_embedding_stays_bit_identical(toy, tmp_path, trainable):
     for side, key in [("encoder", "src_input"), ("decoder", "tgt_input")]:
         start = torch.from_numpy(np.load(toy / f"emb_{side}.npy"))
         assert torch.equal(weights[f"{key}.embedding.weight"], start) is not trainable
-    assert final["trainable_parameters"] == final["parameters"] - (0 if trainable else 2 * (4 + WORDS) * DIM)
+    assert final["trainable_params"] == final["params"] - (0 if trainable else 2 * (4 + WORDS) * DIM)
 
 
 def test_non_finite_loss_names_the_run_and_epoch(toy, tmp_path):
     emb = np.load(toy / "emb_encoder.npy")
     emb[4:] = np.nan
     np.save(tmp_path / "nan.npy", emb)
-    spec = make_spec(toy, embeddings={"encoder": str(tmp_path / "nan.npy"), "decoder": str(toy / "emb_decoder.npy")})
+    spec = make_spec(toy)
+    spec["embeddings"]["encoder"] = str(tmp_path / "nan.npy")
     with pytest.raises(FloatingPointError, match=r"toy_block/Xavier/seed7/base.*epoch 1"):
         train.train_run(spec, tmp_path / "run")
 
@@ -197,23 +209,32 @@ def test_classification_run(toy, tmp_path, with_test):
     extra = ["test_acc"] if with_test else []
     assert list(metrics.columns) == ["epoch", "train_loss", "valid_loss", "valid_acc", *extra, *TIMING]
     best = metrics.loc[metrics["valid_acc"].idxmax()]
-    assert final["best_epoch"] == best["epoch"] and final["valid_acc"] == best["valid_acc"]
+    assert final["best_epoch"] == best["epoch"] and final["best_valid_acc"] == best["valid_acc"]
     assert ("test_acc" in final) is with_test
     if with_test:
         assert final["test_acc"] == best["test_acc"]
-    assert final["vocab_size"] == {"encoder": 4 + WORDS}
+    assert final["vocab_sizes"] == {"encoder": 4 + WORDS}
     assert not (tmp_path / "test.hyp.txt").exists()
 
 
+def padding_share(lengths, batches):
+    """Pad tokens / real tokens, over both columns."""
+    return sum((lengths[b].max(0) * len(b) - lengths[b].sum(0)).sum() for b in batches) / lengths.sum()
+
+
 def test_bucket_sampler_makes_full_batches_of_similar_length():
-    lengths = np.random.default_rng(0).integers(3, 40, size=(1000, 2))
+    rng = np.random.default_rng(0)
+    src = np.clip(rng.poisson(13, 3000) + 2, 3, 45)  # Multi30k-like; target lengths follow the source's
+    lengths = np.stack([src, np.clip(src + rng.integers(-3, 4, 3000), 3, 45)], axis=1)
     sampler = BucketBatchSampler(lengths, 64, 4, torch.Generator().manual_seed(1))
     epoch1, epoch2 = list(sampler), list(sampler)
-    assert sorted(np.concatenate(epoch1).tolist()) == list(range(1000))
-    assert sorted(len(b) for b in epoch1)[1:] == [64] * (len(epoch1) - 1)
+    assert len(epoch1) == len(sampler) == 47
+    assert sorted(np.concatenate(epoch1).tolist()) == list(range(3000))
+    assert sorted(len(b) for b in epoch1)[1:] == [64] * 46
     assert any((a != b).any() for a, b in zip(epoch1, epoch2))  # reshuffled every epoch
-    spread = np.median([np.ptp(lengths[b, 0]) for b in epoch1])
-    assert spread < 4
+    shuffled = rng.permutation(3000)
+    random_batches = [shuffled[i : i + 64] for i in range(0, 3000, 64)]
+    assert padding_share(lengths, epoch1) < min(0.2, padding_share(lengths, random_batches) / 4)
     again = list(BucketBatchSampler(lengths, 64, 4, torch.Generator().manual_seed(1)))
     assert all((a == b).all() for a, b in zip(epoch1, again))
 
@@ -224,5 +245,8 @@ def test_truncation_keeps_eos_and_batches_pad_with_pad(tmp_path):
     write_translation(tmp_path / "t.parquet", rng, 5)
     data = TranslationData(tmp_path / "t.parquet", max_len=6)
     assert max(len(s) for s in data.src) <= 6 and all(s[-1] == EOS for s in data.src)
-    src, tgt = data.batch([0, 1, 2])
-    assert src.dtype == torch.int64 and (src == PAD).any() or src.shape[1] == min(len(s) for s in data.src)
+    src, _ = data.batch([0, 1, 2])
+    lengths = [len(data.src[i]) for i in range(3)]
+    assert src.dtype == torch.int64 and src.shape == (3, max(lengths))
+    for row, length in enumerate(lengths):
+        assert (src[row, length:] == PAD).all() and (src[row, :length] != PAD).all()

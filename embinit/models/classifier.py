@@ -47,4 +47,5 @@ def expected_parameters(n_vocab: int, dim: int, num_classes: int, ffn_dim: int =
                         pos_encoding: str = "sinusoidal", max_len: int = 256) -> int:
     """Closed form of Classifier.num_parameters()."""
     positions = max_len * dim if pos_encoding == "learned" else 0
-    return n_vocab * dim + positions + layers * encoder_layer_parameters(dim, ffn_dim) + dim * num_classes + num_classes
+    encoder = layers * encoder_layer_parameters(dim, ffn_dim)
+    return n_vocab * dim + positions + encoder + dim * num_classes + num_classes

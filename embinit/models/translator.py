@@ -165,15 +165,16 @@ class Translator(nn.Module):
         return x, keep
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_keep: torch.Tensor) -> torch.Tensor:
-        """Next-token logits (B, T, N_dec) for every prefix of tgt."""
+        """Decoder states (B, T, D) for every prefix of tgt; self.generator turns them into logits."""
         y = self.tgt_input(tgt)
         for layer in self.decoder:
             y = layer(y, memory, memory_keep)
-        return self.generator(y)
+        return y
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """Next-token logits (B, T, N_dec) for every prefix of tgt (teacher forcing)."""
         memory, keep = self.encode(src)
-        return self.decode(tgt, memory, keep)
+        return self.generator(self.decode(tgt, memory, keep))
 
     def num_parameters(self) -> int:
         """All parameters, frozen embeddings included (the count the paper's Table 5 reports)."""
