@@ -91,7 +91,7 @@ rule table3:
             f"{run_dir(config['table3']['block'], i, s, v)}/final.json"
             for i in config["table3"]["initializers"]
             for v in config["table3"]["variants"]
-            for s in seeds_of(config, config["table3"]["block"])
+            for s in seeds_of(config, config["table3"]["block"])[: config["table3"].get("seeds")]
         ],
     output:
         csv=report(f"{RES}/table3.csv", caption="../report/table3.rst", category="Tables"),

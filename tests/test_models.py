@@ -91,3 +91,14 @@ def test_frozen_embedding_has_no_gradient():
     assert not model.src_input.embedding.weight.requires_grad
     assert not model.tgt_input.embedding.weight.requires_grad
     assert model.generator.weight.requires_grad
+
+
+def test_cpu_dropout_drops_p_and_keeps_the_mean_in_training_only():
+    from embinit.models.translator import Dropout
+
+    x = torch.ones(400, 500)
+    layer = Dropout(0.1).train()
+    y = layer(x)
+    assert abs((y == 0).float().mean().item() - 0.1) < 0.005
+    assert abs(y.mean().item() - 1.0) < 0.01
+    assert torch.equal(layer.eval()(x), x)
