@@ -10,7 +10,7 @@ rule table4:
         csv=report(f"{RES}/table4.csv", caption="../report/table4.rst", category="Tables"),
         md=f"{RES}/table4.md",
     params:
-        settings=config["table4"],  # so a changed block, side or seed reruns the table
+        settings=json.dumps(config["table4"], sort_keys=True),  # a changed block, side or seed reruns it
         pos=[config["model"]["max_len"], config["model"]["pos_base"]],
     resources:
         mem_mb=4000,

@@ -1,4 +1,5 @@
 # Paths and input functions shared by every rule file. Names follow docs/design.md.
+import json
 import os
 import re
 

@@ -98,7 +98,7 @@ rule table3:
         md=f"{RES}/table3.md",
     params:
         table="3",
-        settings=config["table3"],
+        settings=json.dumps(config["table3"], sort_keys=True),
     localrule: True
     conda:
         PIPELINE_ENV
@@ -117,7 +117,7 @@ rule figure1:
         csv=f"{RES}/figure1.csv",
     params:
         table="figure1",
-        settings=config["figure1"],
+        settings=json.dumps(config["figure1"], sort_keys=True),
     localrule: True
     conda:
         PIPELINE_ENV

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,9 @@ def write_config(path: Path, overrides: dict) -> Path:
     """A config file holding only the overrides; snakemake merges it over config.yaml."""
     path.write_text(yaml.safe_dump(overrides, sort_keys=False))
     return path
+
+
+def planned_outputs(proc) -> set[str]:
+    """Every output file a `snakemake -n` run lists (its "output:" lines)."""
+    return {f for line in proc.stdout.splitlines() if line.strip().startswith("output:")
+            for f in re.split(r",\s*", line.split("output:", 1)[1].strip())}

@@ -1,12 +1,9 @@
 """Embedding stage through Snakemake: editing one initializer reruns only its jobs and the tables after them."""
-import re
-
 import numpy as np
+import pandas as pd
 import pytest
 
-import pandas as pd
-
-from conftest import SHARED_DATA, needs_shared, run_snakemake, write_config
+from conftest import SHARED_DATA, needs_shared, planned_outputs, run_snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +20,6 @@ def _tiny_config(path, mirror, **extra):
     return write_config(path, overrides)
 
 
-def _planned_outputs(proc) -> set[str]:
-    return {f for line in proc.stdout.splitlines() if line.strip().startswith("output:")
-            for f in re.split(r",\s*", line.split("output:", 1)[1].strip())}
-
-
 def test_editing_one_initializer_reruns_only_its_jobs_and_tables(tmp_path, tiny_mirror):
     targets = ["results/table2.csv", "results/table8.csv"]
     cfg = _tiny_config(tmp_path / "c.yaml", tiny_mirror)
@@ -37,12 +29,12 @@ def test_editing_one_initializer_reruns_only_its_jobs_and_tables(tmp_path, tiny_
     assert not np.array_equal(np.load(layer), pretrained)
 
     nothing = run_snakemake([*targets, "-n", "--configfile", str(cfg)], cwd=tmp_path)
-    assert _planned_outputs(nothing) == set()
+    assert planned_outputs(nothing) == set()
 
     edited = _tiny_config(tmp_path / "e.yaml", tiny_mirror,
                           initializer_params={"Pretrained_Shuffled": {"mode": "elements"}})
     plan = run_snakemake([*targets, "-n", "--configfile", str(edited)], cwd=tmp_path)
-    assert _planned_outputs(plan) == {
+    assert planned_outputs(plan) == {
         "results/sst2_glove6b50d/Pretrained_Shuffled/seed0/embedding_encoder.npy",
         "results/table2.csv", "results/table2.md",
     }

@@ -1,0 +1,82 @@
+"""The paper's outputs as Snakemake targets, end to end on tiny data; the SLURM profile's resources."""
+import re
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, planned_outputs, run_snakemake, write_config
+
+pytestmark = pytest.mark.slow
+
+TARGETS = ["results/table1.csv", "results/table2.csv", "results/table3.csv", "results/table4.csv",
+           "results/table5.csv", "results/table6.csv", "results/table7.csv", "results/table8.csv",
+           "results/figure1.png", "results/embedding_matches.csv"]
+QUESTIONS = ": plural-nouns\nbike bikes dog dogs\ndog dogs bike bikes\nman woman dog dogs\n: verbs\nread reads ride rides\n"
+
+
+def _tiny_paper_config(path, mirror, **extra):
+    tiny = {rel: {"sha256": None} for rel in (
+        "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv", "word2vec/questions-words.txt",
+        *[f"multi30k/task1/raw/{s}.{l}.gz" for s in ("train", "val", "test_2016_flickr") for l in ("de", "en")])}
+    return write_config(path, {
+        "mirror": str(mirror),
+        "run_blocks": ["sst2_glove6b50d", "multi30k_glove6b50d"],
+        "remotes": tiny,
+        "model": {"max_len": 64},
+        "blocks": {
+            "sst2_glove6b50d": {"seeds": 2, "epochs": 1, "batch_size": 8,
+                                "initializers": ["Xavier", "Pretrained", "Pretrained_Shuffled", "Xavier_Pretrained"]},
+            "multi30k_glove6b50d": {"seeds": 1, "epochs": 2, "batch_size": 8,
+                                    "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"]},
+        },
+        "table3": {"block": "multi30k_glove6b50d", "initializers": ["Xavier", "Pretrained_Xavier"],
+                   "variants": ["base", "nopos_frozen"], "seeds": 1},
+        "table4": {"block": "multi30k_glove6b50d"},
+        "table6": {"block": "multi30k_glove6b50d", "side": "decoder"},
+        "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
+        **extra,
+    })
+
+
+def test_every_paper_output_builds_and_one_initializer_edit_reruns_only_its_part(tmp_path, tiny_mirror):
+    (tiny_mirror / "word2vec").mkdir()
+    (tiny_mirror / "word2vec" / "questions-words.txt").write_text(QUESTIONS)
+    cfg = _tiny_paper_config(tmp_path / "c.yaml", tiny_mirror)
+    run_snakemake([*TARGETS, "--cores", "2", "--set-threads", "train=1", "--configfile", str(cfg)], cwd=tmp_path)
+
+    table1 = pd.read_csv(tmp_path / "results/table1.csv")
+    assert set(table1["n_seeds"]) <= {1, 2} and (table1["sources"].str.contains("glove6b50d")).all()
+    sst = table1[(table1["block"] == "sst2_glove6b50d") & (table1["initializer"] == "Pretrained")]
+    assert sst["n_seeds"].tolist() == [2] and sst["p_paired_t"].notna().all()
+    assert "Xavier_Pretrained" in set(pd.read_csv(tmp_path / "results/table7.csv")["initializer"])
+    table3 = pd.read_csv(tmp_path / "results/table3.csv")
+    assert {(r.embedding_trainable, r.pos_encoding) for r in table3.itertuples()} == {(True, True), (False, False)}
+    assert len(pd.read_csv(tmp_path / "results/table4.csv")) == 7
+    assert (tmp_path / "results/figure1.png").stat().st_size > 1000
+
+    run_snakemake(["--report", "results/report.html", "--configfile", str(cfg)], cwd=tmp_path)
+    html = (tmp_path / "results/report.html").read_text(errors="replace")
+    assert "table1.csv" in html and "figure1.png" in html
+
+    edited = _tiny_paper_config(tmp_path / "e.yaml", tiny_mirror,
+                                initializer_params={"Pretrained_Shuffled": {"mode": "elements"}})
+    plan = run_snakemake([*TARGETS, "-n", "--configfile", str(edited)], cwd=tmp_path)
+    runs = {f"results/sst2_glove6b50d/Pretrained_Shuffled/seed{s}/{f}" for s in (0, 1)
+            for f in ("embedding_encoder.npy", "base/final.json", "base/metrics.parquet")}
+    tables = {f"results/table{n}.{ext}" for n in (1, 2, 5) for ext in ("csv", "md")}
+    assert planned_outputs(plan) == runs | tables
+
+
+def test_slurm_profile_gives_training_jobs_a_gpu_and_other_jobs_none(tmp_path):
+    proc = run_snakemake(["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm")], cwd=tmp_path,
+                         timeout=300)
+    blocks = proc.stdout.split("\nrule ")
+    train = [b for b in blocks if b.startswith("train:")]
+    other = [b for b in blocks if b.startswith(("fetch:", "prepare_", "vocab_", "initialize_embedding:"))]
+    assert train and other
+    for block in train:
+        resources = re.search(r"resources: (.*)", block).group(1)
+        assert "gpu=1" in resources and "gpu_model=a100" in resources and "slurm_partition=gpu" in resources
+    for block in other:
+        resources = re.search(r"resources: (.*)", block).group(1)
+        assert "gpu=" not in resources and "slurm_partition=cpu" in resources
