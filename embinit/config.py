@@ -102,10 +102,3 @@ def initializers_of(config: dict, block: str) -> list[str]:
 def seeds_of(config: dict, block: str) -> list[int]:
     return list(range(config["blocks"][block]["seeds"]))
 
-
-def task_files(config: dict, task: str) -> dict[str, str]:
-    return dict(config["tasks"][task]["files"])
-
-
-def source_files(config: dict, source: str) -> dict[str, str]:
-    return dict(config["sources"][source]["files"])

@@ -1,5 +1,4 @@
 # Embedding layers: the pre-trained matrix of each block side, then one layer per initializer and seed.
-from embinit.config import dim_of
 from embinit.initializers import INITIALIZERS, fingerprint
 
 
