@@ -7,11 +7,16 @@ best validation accuracy and its epoch are reported.
 
 A checkpoint after every epoch holds everything the next epoch depends on (weights, optimizer, every RNG,
 the batch sampler's generator, the best state so far, the metric rows), so a killed run that restarts
-continues exactly where it stopped.
+continues exactly where it stopped. It also holds the run's identity (its settings and the sha256 of every
+input file): a checkpoint of another identity, a corrupt one, or a finished one is discarded and the run
+trains from scratch, so a rerun after any change gives what a fresh run gives. Only a run whose `epochs`
+grew, with everything else identical, continues its finished checkpoint.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import inspect
 import json
 import logging
 import random
@@ -29,7 +34,7 @@ from sacrebleu.metrics import BLEU
 from tqdm import tqdm
 
 from embinit.batching import BucketBatchSampler, load_dataset, sorted_batches
-from embinit.io import atomic_path, write_text_atomic
+from embinit.io import atomic_path, sha256_of, write_text_atomic
 from embinit.models import Classifier, Translator, heads_for
 from embinit.vocab import BOS, EOS, PAD
 
@@ -195,26 +200,92 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_state() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+    """Every RNG's state as tensors and plain values, so the checkpoint loads with weights_only=True."""
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    return {"python": random.getstate(), "numpy": [name, torch.from_numpy(keys.astype(np.int64)), position,
+                                                    has_gauss, cached],
+            "torch": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
 
 def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), position, has_gauss, cached))
     torch.set_rng_state(state["torch"])
     if state["cuda"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def setup_of(spec: dict) -> dict:
-    """What a checkpoint must agree with to be resumed: all but file paths, epochs and the machine."""
+    """The settings a checkpoint must agree with: all but file paths, epochs and the machine."""
     machine = ("device", "num_threads", "bf16")
     return json.loads(json.dumps({
         "kind": spec["kind"], "run": spec["run"], "model": spec["model"], "variant": spec["variant"],
         "train": {k: v for k, v in spec["train"].items() if k not in machine},
         "batch_size": spec["batch_size"], "lr": spec["lr"], "seed": spec["seed"],
         "num_classes": spec.get("num_classes")}, sort_keys=True))
+
+
+def input_files(spec: dict) -> dict[str, str]:
+    """Every file the run reads, by role: tokenized splits, embedding layers, vocabularies, tokenizer."""
+    files = {f"{group}.{role}": path for group in ("data", "embeddings", "vocab")
+             for role, path in spec.get(group, {}).items() if path}
+    if spec.get("tokenizer_file"):
+        files["tokenizer_file"] = spec["tokenizer_file"]
+    return files
+
+
+def code_digest() -> str:
+    """sha256 of the training code (this module, batching, the models): a checkpoint of other code is stale."""
+    from embinit import batching
+    from embinit.models import classifier, translator
+
+    modules = (sys.modules[__name__], batching, classifier, translator)
+    return hashlib.sha256("".join(inspect.getsource(m) for m in modules).encode()).hexdigest()
+
+
+def identity_of(spec: dict) -> dict:
+    """What makes two runs the same run: the settings, the training code and the content of every input."""
+    return {"setup": {**setup_of(spec), "code": code_digest()},
+            "inputs": {role: sha256_of(path) for role, path in input_files(spec).items()}}
+
+
+def identity_differences(old: dict, new: dict) -> list[str]:
+    """Names of the settings and input files in which two identities differ."""
+    differ = [f"setting {k}" for k in sorted(new["setup"]) if old.get("setup", {}).get(k) != new["setup"][k]]
+    return differ + [f"input {k}" for k in sorted(new["inputs"]) if old.get("inputs", {}).get(k) != new["inputs"][k]]
+
+
+def resumable_checkpoint(path: Path, identity: dict, epochs: int, name: str) -> dict | None:
+    """The checkpoint to continue from, or None to train from scratch.
+
+    A checkpoint is a cache: one that is unreadable, belongs to other settings or inputs, is finished at
+    `epochs` or beyond (a forced rerun), or has more epochs than asked is deleted with one log line saying
+    why. One of the same run with fewer epochs (killed, or `epochs` grew) is continued.
+    """
+    if not path.exists():
+        return None
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, garbage, or a pickle of more than tensors and plain values
+        log.warning("discarding %s: it is unreadable (%s: %s); run %s trains from scratch", path,
+                    type(error).__name__, str(error).splitlines()[0] if str(error) else "", name)
+        path.unlink()
+        return None
+    differ = identity_differences(checkpoint.get("identity", {}), identity)
+    if differ:
+        why = f"it was written for other {', '.join(differ)}"
+    elif checkpoint["finished"] and checkpoint["epoch"] >= epochs:
+        why = f"the run had finished its {checkpoint['epoch']} epochs, so a rerun trains it again"
+    elif checkpoint["epoch"] > epochs:
+        why = f"it holds {checkpoint['epoch']} epochs, more than the {epochs} asked for"
+    else:
+        return checkpoint
+    log.info("discarding %s: %s; run %s trains from scratch", path, why, name)
+    path.unlink()
+    return None
 
 
 def save_checkpoint(path: Path, checkpoint: dict) -> None:
@@ -235,10 +306,12 @@ def train_run(spec: dict, out_dir, detokenize: Callable[[Sequence[int]], str] | 
     vocab {decoder}: vocabulary parquet (only for the default detokenizer); model: config `model`;
     train: config `train`; variant {pos_encoding, embedding_trainable}; epochs; batch_size; lr; seed;
     num_classes (classification); run {block, task, initializer, seed, variant}; optional log (default
-    out_dir/train.log) and threads (used when train.num_threads is 0).
+    out_dir/train.log), threads (used when train.num_threads is 0) and tokenizer_file (the sub-word
+    tokenizer the detokenizer reads; part of the run's identity).
 
-    Writes metrics.parquet and checkpoint.pt every epoch, then (translation) test.hyp.txt / test.ref.txt and
-    final.json last. Resumes from out_dir/checkpoint.pt when present. `detokenize` turns decoder ids into
+    Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.hyp.txt / test.ref.txt and
+    final.json last. Resumes from out_dir/checkpoint.pt when it is of the same identity and unfinished
+    (see resumable_checkpoint). `detokenize` turns decoder ids into
     text for BLEU (default: vocabulary tokens joined by spaces, specials skipped).
     """
     out_dir = Path(out_dir)
@@ -284,13 +357,10 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
              torch.get_num_threads())
 
     checkpoint_path = out_dir / "checkpoint.pt"
+    identity = identity_of(spec)
     rows, best_model, start = [], None, 1
-    if checkpoint_path.exists():
-        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        if checkpoint["setup"] != setup_of(spec):
-            differ = sorted(k for k, v in setup_of(spec).items() if checkpoint["setup"].get(k) != v)
-            raise ValueError(f"{checkpoint_path} was written with other settings ({', '.join(differ)}); "
-                             f"delete it to train run {name} from scratch")
+    checkpoint = resumable_checkpoint(checkpoint_path, identity, spec["epochs"], name)
+    if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         generator.set_state(checkpoint["sampler"])
@@ -319,13 +389,13 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
                 row["test_acc"] = accuracy(model, splits["test"], batch_size, device, bf16)
         row["wall_seconds"] = time.perf_counter() - began
         row["tokens_per_second"] = tokens / train_seconds
-        rows.append(row)
+        rows.append({k: float(v) if k != "epoch" else v for k, v in row.items()})
         log.info("%s epoch %d: %s", name, epoch, {k: round(v, 4) for k, v in row.items() if k != "epoch"})
-        save_checkpoint(checkpoint_path, {
-            "setup": setup_of(spec), "epoch": epoch, "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(), "sampler": generator.get_state(), "rng": rng_state(),
-            "best_model": best_model, "rows": rows})
-        write_metrics(out_dir / "metrics.parquet", rows)
+        checkpoint = {"identity": identity, "epoch": epoch, "finished": False, "model": model.state_dict(),
+                      "optimizer": optimizer.state_dict(), "sampler": generator.get_state(), "rng": rng_state(),
+                      "best_model": best_model, "rows": rows}
+        save_checkpoint(checkpoint_path, checkpoint)
+    write_metrics(out_dir / "metrics.parquet", rows)
 
     if translation:
         best = min(rows, key=lambda r: r["valid_loss"])  # earliest epoch on ties
@@ -358,6 +428,7 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
              "pos_encoding": spec["variant"]["pos_encoding"],
              "embedding_trainable": spec["variant"]["embedding_trainable"]}
     write_text_atomic(out_dir / "final.json", json.dumps(final, indent=2) + "\n")
+    save_checkpoint(checkpoint_path, {**checkpoint, "finished": True})
     log.info("run %s done: %s", name, selected)
     return final
 

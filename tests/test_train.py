@@ -155,7 +155,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_
     with pytest.raises(Killed):
         train.train_run(make_spec(toy), tmp_path)
     monkeypatch.undo()
-    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["epoch"] == 1
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["epoch"] == 1
     assert not (tmp_path / "final.json").exists()
 
     resumed = train.train_run(make_spec(toy), tmp_path)
@@ -164,25 +164,116 @@ def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_
     assert selected(resumed) == selected(final)
 
 
-def test_resume_with_more_epochs_continues_the_checkpoint(reference_run, toy, tmp_path):
+def test_finished_run_with_more_epochs_continues_its_checkpoint(reference_run, toy, tmp_path):
     out, final = reference_run
     train.train_run(make_spec(toy, epochs=1), tmp_path)
     resumed = train.train_run(make_spec(toy, epochs=3), tmp_path)
+    assert "resuming toy_block/Xavier/seed7/base after epoch 1" in (tmp_path / "train.log").read_text()
     pd.testing.assert_frame_equal(metric_values(tmp_path), metric_values(out))
     assert selected(resumed) == selected(final)
 
 
-def test_checkpoint_of_other_settings_is_not_resumed(toy, tmp_path):
+def fresh_run(toy, tmp_path_factory, **changes):
+    """The run with `changes` trained from scratch in an empty directory: what any rerun must equal."""
+    out = tmp_path_factory.mktemp("fresh")
+    return out, train.train_run(make_spec(toy, **changes), out)
+
+
+def assert_same_run(out, final, expected_out, expected_final):
+    pd.testing.assert_frame_equal(metric_values(out), metric_values(expected_out))
+    assert selected(final) == selected(expected_final)
+
+
+def test_checkpoint_of_other_settings_is_discarded_and_the_run_equals_a_fresh_one(toy, tmp_path,
+                                                                                  tmp_path_factory):
     train.train_run(make_spec(toy, epochs=1), tmp_path)
-    with pytest.raises(ValueError, match=r"other settings \(lr\); delete it"):
-        train.train_run(make_spec(toy, epochs=2, lr=1e-3), tmp_path)
+    rerun = train.train_run(make_spec(toy, epochs=2, lr=1e-3), tmp_path)
+    assert "it was written for other setting lr; run toy_block/Xavier/seed7/base trains from scratch" in (
+        tmp_path / "train.log").read_text()
+    assert_same_run(tmp_path, rerun, *fresh_run(toy, tmp_path_factory, epochs=2, lr=1e-3))
+
+
+def test_changed_embedding_file_retrains_a_finished_run_from_scratch(reference_run, toy, tmp_path,
+                                                                     tmp_path_factory):
+    """The headline rerun: an initializer changed its layer; the path and settings are the same."""
+    out, final = reference_run
+    layer = tmp_path / "emb_encoder.npy"
+    np.save(layer, np.load(toy / "emb_encoder.npy"))
+    spec = make_spec(toy)
+    spec["embeddings"]["encoder"] = str(layer)
+    run_dir = tmp_path / "run"
+    train.train_run(spec, run_dir)
+    np.save(layer, np.load(toy / "emb_encoder.npy") * 2)  # the initializer now gives another layer
+    rerun = train.train_run(spec, run_dir)
+    assert "other input embeddings.encoder" in (run_dir / "train.log").read_text()
+    fresh = tmp_path / "fresh"
+    assert_same_run(run_dir, rerun, fresh, train.train_run(spec, fresh))
+    assert metric_values(run_dir)["train_loss"].tolist() != metric_values(out)["train_loss"].tolist()
+
+
+def test_forced_rerun_of_a_finished_run_trains_again_to_the_same_result(reference_run, toy, tmp_path):
+    out, final = reference_run
+    train.train_run(make_spec(toy), tmp_path)
+    rerun = train.train_run(make_spec(toy), tmp_path)
+    log = (tmp_path / "train.log").read_text()
+    assert "the run had finished its 3 epochs, so a rerun trains it again" in log and "resuming" not in log
+    assert_same_run(tmp_path, rerun, out, final)
+
+
+def test_run_killed_after_its_last_epoch_only_scores(reference_run, toy, tmp_path, monkeypatch):
+    out, final = reference_run
+    monkeypatch.setattr(train, "write_text_atomic", lambda *a: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        train.train_run(make_spec(toy), tmp_path)
+    monkeypatch.undo()
+    resumed = train.train_run(make_spec(toy), tmp_path)
+    assert "resuming toy_block/Xavier/seed7/base after epoch 3" in (tmp_path / "train.log").read_text()
+    assert_same_run(tmp_path, resumed, out, final)
+
+
+class Payload:
+    """A pickle that runs code when loaded without weights_only."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "foreign pickle"])
+def test_corrupt_checkpoint_is_discarded_with_a_warning_naming_it(reference_run, toy, tmp_path, damage):
+    out, final = reference_run
+    train.train_run(make_spec(toy, epochs=1), tmp_path)
+    checkpoint = tmp_path / "checkpoint.pt"
+    marker = tmp_path / "pickle-ran"
+    if damage == "truncated":
+        checkpoint.write_bytes(checkpoint.read_bytes()[:5000])
+    elif damage == "garbage":
+        checkpoint.write_bytes(b"not a checkpoint at all")
+    else:
+        torch.save({"epoch": 1, "rows": Payload(marker)}, checkpoint)
+    rerun = train.train_run(make_spec(toy), tmp_path)
+    log = (tmp_path / "train.log").read_text()
+    assert f"WARNING discarding {checkpoint}: it is unreadable" in log
+    assert not marker.exists()
+    assert_same_run(tmp_path, rerun, out, final)
+
+
+def test_checkpoint_loads_as_plain_tensors_and_values(reference_run):
+    out, _ = reference_run
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert checkpoint["finished"] and checkpoint["epoch"] == 3
+    assert set(checkpoint["identity"]["inputs"]) == {
+        "data.train", "data.valid", "data.test", "embeddings.encoder", "embeddings.decoder", "vocab.encoder",
+        "vocab.decoder"}
 
 
 @pytest.mark.parametrize("trainable", [False, True])
 def test_frozen_embedding_stays_bit_identical(toy, tmp_path, trainable):
     spec = make_spec(toy, epochs=1, variant={"pos_encoding": "sinusoidal", "embedding_trainable": trainable})
     final = train.train_run(spec, tmp_path)
-    weights = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["model"]
+    weights = torch.load(tmp_path / "checkpoint.pt", weights_only=True)["model"]
     for side, key in [("encoder", "src_input"), ("decoder", "tgt_input")]:
         start = torch.from_numpy(np.load(toy / f"emb_{side}.npy"))
         assert torch.equal(weights[f"{key}.embedding.weight"], start) is not trainable
@@ -250,3 +341,11 @@ def test_truncation_keeps_eos_and_batches_pad_with_pad(tmp_path):
     assert src.dtype == torch.int64 and src.shape == (3, max(lengths))
     for row, length in enumerate(lengths):
         assert (src[row, length:] == PAD).all() and (src[row, :length] != PAD).all()
+
+
+def test_checkpoint_of_other_training_code_is_discarded(toy, tmp_path, monkeypatch):
+    train.train_run(make_spec(toy, epochs=1), tmp_path)
+    monkeypatch.setattr(train, "code_digest", lambda: "edited")
+    train.train_run(make_spec(toy, epochs=2), tmp_path)
+    log = (tmp_path / "train.log").read_text()
+    assert "it was written for other setting code" in log and "resuming" not in log

@@ -16,7 +16,7 @@ spec = dict(snakemake.params.spec,  # noqa: F821
             data={split: inp.get(split) for split in ("train", "valid", "test")},
             embeddings={side: inp.get(f"emb_{side}") for side in ("encoder", "decoder")},
             vocab={side: inp.get(f"vocab_{side}") for side in ("encoder", "decoder")},
-            log=snakemake.log[0], threads=snakemake.threads)  # noqa: F821
+            tokenizer_file=inp.get("tokenizer_file"), log=snakemake.log[0], threads=snakemake.threads)  # noqa: F821
 # where the job runs is not part of the run's identity (kept out of params so it triggers no rerun)
 spec["train"] = dict(spec["train"], device=snakemake.config["train"]["device"],  # noqa: F821
                      num_threads=snakemake.config["train"]["num_threads"])  # noqa: F821
