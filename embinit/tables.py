@@ -91,15 +91,20 @@ def _percent(path: str, value: float) -> float:
 def _table1_metrics(path: str, run: dict) -> list[tuple[str, float]]:
     """Table 1's numbers of one run: accuracies in %, BLEU as is; MNLI adds mismatched accuracy."""
     if field(path, run, "kind") == "translation":
-        return [("bleu", field(path, run, "test_bleu"))]
+        return _bleu(path, run)
     metrics = [("accuracy_pct", _percent(path, field(path, run, "best_valid_acc")))]
     if run["task"] == "mnli":
         metrics.append(("mismatched_accuracy_pct", _percent(path, field(path, run, "test_acc"))))
     return metrics
 
 
+def _bleu(path: str, run: dict) -> list[tuple[str, float]]:
+    """Paper BLEU (the tables' BLEU column) and standard sacreBLEU (in the CSV only)."""
+    return [("bleu", field(path, run, "test_paper_bleu")), ("sacrebleu", field(path, run, "test_sacrebleu"))]
+
+
 def _table3_metrics(path: str, run: dict) -> list[tuple[str, float]]:
-    return [("best_valid_loss", field(path, run, "best_valid_loss")), ("bleu", field(path, run, "test_bleu"))]
+    return [("best_valid_loss", field(path, run, "best_valid_loss")), *_bleu(path, run)]
 
 
 def _long(runs, metrics, keep) -> pd.DataFrame:
@@ -172,7 +177,8 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
     tasks = _ordered(summary.task, list(TASK_DISPLAY))
     families = _ordered(summary.family, [b["family"] for b in config["blocks"].values()])
     cell = summary.set_index(["family", "task", "initializer", "metric"])
-    task_metrics = {t: _ordered(summary.metric[summary.task == t], list(METRIC_DISPLAY)) for t in tasks}
+    shown = summary.metric[summary.metric.isin(list(METRIC_DISPLAY))]  # sacreBLEU is in the CSV only
+    task_metrics = {t: _ordered(shown[summary.task == t], list(METRIC_DISPLAY)) for t in tasks}
 
     def table(render, suffix: str, epoch: bool) -> str:
         """One row per family x initializer; per task a cell per metric, then (optionally) the epoch."""
@@ -326,13 +332,14 @@ def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd
     for path, run in runs:
         block, init = field(path, run, "block"), field(path, run, "initializer")
         if block in spec["blocks"] and init in spec["initializers"] and field(path, run, "variant") == variant:
-            metrics = _epoch_metrics(Path(path).with_name("metrics.parquet"), ["epoch", "valid_bleu"])
+            metrics = _epoch_metrics(Path(path).with_name("metrics.parquet"), ["epoch", "valid_paper_bleu"])
             frames.append(metrics.assign(block=block, initializer=init, seed=field(path, run, "seed")))
-    curves = pd.concat(frames) if frames else pd.DataFrame(columns=["block", "initializer", "epoch", "valid_bleu"])
+    columns = ["block", "initializer", "epoch", "valid_paper_bleu"]
+    curves = pd.concat(frames) if frames else pd.DataFrame(columns=columns)
     missing = [b for b in spec["blocks"] if b not in set(curves.block)]
     if missing:
         raise ValueError(f"Figure 1: no {variant} runs of blocks {missing}")
-    curves = (curves.groupby(["block", "initializer", "epoch"], sort=False).valid_bleu
+    curves = (curves.groupby(["block", "initializer", "epoch"], sort=False).valid_paper_bleu
               .agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count").reset_index())
     curves.insert(2, "label", [display_name(i, config["blocks"][b]["family"])
                                for b, i in zip(curves.block, curves.initializer)])
@@ -348,7 +355,7 @@ def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd
         ax.set_title(f"{task} ({block})\n" + textwrap.fill(block_sources(config, block)[1], 60), fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("Epoch")
-        ax.set_ylabel("Validation BLEU (mean over seeds)")
+        ax.set_ylabel("Validation BLEU, paper's (mean over seeds)")
         ax.legend(fontsize=8)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png", dpi=150)

@@ -1,7 +1,8 @@
 """One training run of the paper (SPEC section 4): train, evaluate every epoch, select, score.
 
 Translation: teacher-forced cross-entropy; every epoch validation loss and greedy validation BLEU; the
-lowest-validation-loss state is scored with sacreBLEU on the test split. Classification: cross-entropy;
+lowest-validation-loss state is scored on the test split with the paper's BLEU (over the block's own tokens)
+and with standard detokenized sacreBLEU. Classification: cross-entropy;
 every epoch validation accuracy (and test accuracy where a test split exists: MNLI mismatched); the
 best validation accuracy and its epoch are reported.
 
@@ -23,7 +24,7 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ from tqdm import tqdm
 from embinit.batching import BucketBatchSampler, load_dataset, sorted_batches
 from embinit.io import atomic_path, sha256_of, write_text_atomic
 from embinit.models import Classifier, Translator, heads_for
-from embinit.vocab import BOS, EOS, PAD
+from embinit.vocab import BOS, EOS, PAD, SPECIALS
 
 log = logging.getLogger(__name__)
 
@@ -165,32 +166,56 @@ def clean(text: str) -> str:
     return " ".join(text.split())
 
 
-def translate(model: Translator, data, batch_size: int, device: torch.device, bf16: bool, max_extra: int,
-              detokenize: Callable[[list[int]], str]) -> list[str]:
-    """Greedy translations of every source sentence, detokenized, in the data's order."""
+def translate(model: Translator, data, batch_size: int, device: torch.device, bf16: bool,
+              max_extra: int) -> list[list[int]]:
+    """Greedy translations of every source sentence as decoder ids (<eos> and after cut), in the data's order."""
     model.eval()
-    hypotheses = [""] * len(data)
+    hypotheses: list[list[int]] = [[] for _ in range(len(data))]
     for indices in sorted_batches(data.lengths(), batch_size):
         src, _ = data.batch(indices)
         with autocast(device, bf16):
             generated = greedy_decode(model, src.to(device), max_extra).cpu().tolist()
         for i, ids in zip(indices, generated):
-            ids = ids[: ids.index(EOS)] if EOS in ids else ids
-            hypotheses[i] = clean(detokenize([t for t in ids if t != PAD]))
+            hypotheses[i] = [t for t in (ids[: ids.index(EOS)] if EOS in ids else ids) if t != PAD]
     return hypotheses
 
 
-def references(data, detokenize: Callable[[list[int]], str]) -> list[str]:
-    """The `ref` text of the tokenized split, or the detokenized target ids where it has none."""
-    texts = data.ref if data.ref is not None else [detokenize(t.tolist()) for t in data.tgt]
-    return [clean(t) for t in texts]
+def paper_bleu() -> BLEU:
+    """The paper's BLEU (SPEC section 4): corpus BLEU over the block's own tokens, as the PyTorch Multi30k
+    recipe computes it (torchtext's bleu_score: 4-grams, no smoothing); a perfect hypothesis scores 100."""
+    return BLEU(tokenize="none", smooth_method="none")
 
 
-def vocabulary_detokenizer(vocab_path: str) -> Callable[[Sequence[int]], str]:
-    """Default hook: the vocabulary tokens of the ids joined by spaces, specials skipped."""
-    vocab = pd.read_parquet(vocab_path, columns=["token", "special"])
-    tokens, special = vocab["token"].tolist(), vocab["special"].tolist()
-    return lambda ids: " ".join(tokens[i] for i in ids if not special[i])
+class BleuTexts(NamedTuple):
+    """One split's BLEU inputs, one sentence per line: tokens for paper BLEU, text for standard sacreBLEU."""
+    tok_hyp: list[str]
+    tok_ref: list[str]
+    hyp: list[str]
+    ref: list[str]
+
+
+def bleu_texts(hypotheses: list[list[int]], data, vocab_tokens: Sequence[str],
+               detokenize: Callable[[Sequence[int]], str]) -> BleuTexts:
+    """Hypotheses as the decoder's vocabulary tokens (<unk> kept) and as detokenized text; the references
+    as the split's own tokens (`ref_tokens`) and text (`ref`)."""
+    return BleuTexts(tok_hyp=[" ".join(vocab_tokens[i] for i in ids if i != BOS) for ids in hypotheses],
+                     tok_ref=[" ".join(tokens) for tokens in data.ref_tokens],
+                     hyp=[clean(detokenize(ids)) for ids in hypotheses],
+                     ref=[clean(text) for text in data.ref])
+
+
+def bleu_scores(texts: BleuTexts) -> dict:
+    """Paper BLEU and standard detokenized sacreBLEU (13a), each with its sacreBLEU signature."""
+    paper, standard = paper_bleu(), BLEU()
+    return {"paper_bleu": paper.corpus_score(texts.tok_hyp, [texts.tok_ref]).score,
+            "sacrebleu": standard.corpus_score(texts.hyp, [texts.ref]).score,
+            "paper_bleu_signature": str(paper.get_signature()),
+            "sacrebleu_signature": str(standard.get_signature())}
+
+
+def vocabulary_detokenizer(tokens: Sequence[str]) -> Callable[[Sequence[int]], str]:
+    """Default detokenizer: the vocabulary tokens of the ids joined by spaces, specials skipped."""
+    return lambda ids: " ".join(tokens[i] for i in ids if i >= len(SPECIALS))
 
 
 def seed_everything(seed: int) -> None:
@@ -303,16 +328,17 @@ def train_run(spec: dict, out_dir, detokenize: Callable[[Sequence[int]], str] | 
 
     spec keys: kind ("translation" | "classification"); data {train, valid, test (None: no test split)}:
     tokenized parquet paths; embeddings {encoder, decoder (translation)}: N x D .npy the layers start from;
-    vocab {decoder}: vocabulary parquet (only for the default detokenizer); model: config `model`;
+    vocab {decoder}: vocabulary parquet (its tokens are what paper BLEU scores); model: config `model`;
     train: config `train`; variant {pos_encoding, embedding_trainable}; epochs; batch_size; lr; seed;
     num_classes (classification); run {block, task, initializer, seed, variant}; optional log (default
     out_dir/train.log), threads (used when train.num_threads is 0) and tokenizer_file (the sub-word
     tokenizer the detokenizer reads; part of the run's identity).
 
-    Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.hyp.txt / test.ref.txt and
-    final.json last. Resumes from out_dir/checkpoint.pt when it is of the same identity and unfinished
-    (see resumable_checkpoint). `detokenize` turns decoder ids into
-    text for BLEU (default: vocabulary tokens joined by spaces, specials skipped).
+    Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.tok.hyp.txt / test.tok.ref.txt
+    (paper BLEU's input) and test.hyp.txt / test.ref.txt (standard sacreBLEU's), and final.json last.
+    Resumes from out_dir/checkpoint.pt when it is of the same identity and unfinished (see
+    resumable_checkpoint). `detokenize` turns decoder ids into text for standard sacreBLEU (default:
+    vocabulary tokens joined by spaces, specials skipped).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -351,8 +377,8 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
     generator = torch.Generator().manual_seed(spec["seed"])
     sampler = BucketBatchSampler(splits["train"].lengths(), batch_size, train_cfg["bucket_width"], generator)
     if translation:
-        detokenize = detokenize or vocabulary_detokenizer(spec["vocab"]["decoder"])
-        valid_refs = references(splits["valid"], detokenize)
+        vocab_tokens = pd.read_parquet(spec["vocab"]["decoder"], columns=["token"])["token"].tolist()
+        detokenize = detokenize or vocabulary_detokenizer(vocab_tokens)
     log.info("run %s: %s, %d parameters, device %s, %d threads", name, kind, model.num_parameters(), device,
              torch.get_num_threads())
 
@@ -378,9 +404,9 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
                "valid_loss": evaluate_loss(model, splits["valid"], batch_size, device, bf16)}
         check_finite(row["valid_loss"], name, epoch, "validation loss")
         if translation:
-            hypotheses = translate(model, splits["valid"], batch_size, device, bf16,
-                                   train_cfg["decode_max_extra"], detokenize)
-            row["valid_bleu"] = BLEU().corpus_score(hypotheses, [valid_refs]).score
+            hypotheses = translate(model, splits["valid"], batch_size, device, bf16, train_cfg["decode_max_extra"])
+            scores = bleu_scores(bleu_texts(hypotheses, splits["valid"], vocab_tokens, detokenize))
+            row["valid_paper_bleu"], row["valid_sacrebleu"] = scores["paper_bleu"], scores["sacrebleu"]
             if best_model is None or row["valid_loss"] < min(r["valid_loss"] for r in rows):
                 best_model = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
         else:
@@ -400,16 +426,16 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
     if translation:
         best = min(rows, key=lambda r: r["valid_loss"])  # earliest epoch on ties
         model.load_state_dict(best_model)
-        hypotheses = translate(model, splits["test"], batch_size, device, bf16, train_cfg["decode_max_extra"],
-                               detokenize)
-        test_refs = references(splits["test"], detokenize)
-        bleu = BLEU()
+        hypotheses = translate(model, splits["test"], batch_size, device, bf16, train_cfg["decode_max_extra"])
+        texts = bleu_texts(hypotheses, splits["test"], vocab_tokens, detokenize)
+        scores = bleu_scores(texts)
         selected = {"best_epoch": best["epoch"], "best_valid_loss": best["valid_loss"],
-                    "valid_bleu": best["valid_bleu"],
-                    "test_bleu": bleu.corpus_score(hypotheses, [test_refs]).score,
-                    "bleu_signature": str(bleu.get_signature()), "test_size": len(test_refs)}
-        write_text_atomic(out_dir / "test.hyp.txt", "".join(h + "\n" for h in hypotheses))
-        write_text_atomic(out_dir / "test.ref.txt", "".join(r + "\n" for r in test_refs))
+                    "valid_paper_bleu": best["valid_paper_bleu"], "valid_sacrebleu": best["valid_sacrebleu"],
+                    "test_paper_bleu": scores["paper_bleu"], "test_sacrebleu": scores["sacrebleu"],
+                    "paper_bleu_signature": scores["paper_bleu_signature"],
+                    "sacrebleu_signature": scores["sacrebleu_signature"], "test_size": len(texts.ref)}
+        for name, lines in texts._asdict().items():  # tok_hyp -> test.tok.hyp.txt, hyp -> test.hyp.txt
+            write_text_atomic(out_dir / f"test.{name.replace('_', '.')}.txt", "".join(f"{x}\n" for x in lines))
     else:
         best = max(rows, key=lambda r: r["valid_acc"])  # earliest epoch on ties
         selected = {"best_epoch": best["epoch"], "best_valid_acc": best["valid_acc"],

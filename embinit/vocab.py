@@ -17,6 +17,9 @@ import pandas as pd
 from embinit.io import atomic_path
 
 SPECIALS = ("<unk>", "<pad>", "<bos>", "<eos>")
+# Version of the tokenized-split columns; the vocab rule passes it as a param, so a new layout rebuilds them.
+# 2: translation splits carry `ref_tokens`, the reference in the block's own tokens (the paper's BLEU).
+SPLIT_LAYOUT = 2
 UNK, PAD, BOS, EOS = range(4)
 
 # How each special is spelled in the LM vocabularies we read; the first one present wins.
@@ -120,8 +123,10 @@ def load_tokenizer(name: str, lang: str | None = None, tokenizer_file: str | Non
 def build_vocab(tokenizer, token_lists: list[list], min_freq: int) -> pd.DataFrame:
     """Specials, then every training key seen >= min_freq times, most frequent first (ties by key)."""
     counts = Counter(key for tokens in token_lists for key in tokens)
-    kept = sorted((k for k, c in counts.items() if c >= min_freq), key=lambda k: (-counts[k], str(k)))
     special_ids = tokenizer.special_lm_ids()
+    specials = {i for i in special_ids.values() if i is not None}  # e.g. a sub-word [UNK]: already row 0
+    kept = sorted((k for k, c in counts.items() if c >= min_freq and k not in specials),
+                  key=lambda k: (-counts[k], str(k)))
     rows = [(s, 0, True, special_ids[s]) for s in SPECIALS]
     rows += [(tokenizer.token_of(k), counts[k], False, tokenizer.lm_id_of(k)) for k in kept]
     frame = pd.DataFrame(rows, columns=["token", "count", "special", "lm_id"])
@@ -184,10 +189,12 @@ def build(kind: str, splits: dict[str, str], tokenizers: dict[str, object], min_
             vocabs[side].to_parquet(tmp, index=False)
     for split, frame in frames.items():
         if kind == "translation":
+            decoder = tokenizers["decoder"]
             out = pd.DataFrame({"src_ids": encode(tokens[("encoder", split)], vocabs["encoder"]),
-                                "tgt_ids": encode(tokens[("decoder", split)], vocabs["decoder"])})
-            lower = tokenizers["decoder"].lowercase
-            out["ref"] = frame["tgt"].str.lower() if lower else frame["tgt"]
+                                "tgt_ids": encode(tokens[("decoder", split)], vocabs["decoder"]),
+                                "ref": frame["tgt"].str.lower() if decoder.lowercase else frame["tgt"],
+                                "ref_tokens": [[decoder.token_of(k) for k in keys]
+                                               for keys in tokens[("decoder", split)]]})
         else:
             ids = _classification_ids(tokens[("encoder", split)], vocabs["encoder"], pairs)
             out = pd.DataFrame({"ids": ids, "label": frame["label"].astype("int64")})

@@ -1,6 +1,7 @@
 # Parquet splits per task, then tokenized splits and vocabularies per (task, tokenizer).
 # One rule per task, because each task has its own set of splits and sides.
 from embinit.prepare import splits_of
+from embinit.vocab import SPLIT_LAYOUT
 
 for _task, _tcfg in config["tasks"].items():
 
@@ -43,6 +44,7 @@ for _task, _tcfg in config["tasks"].items():
             min_freq=_tcfg["min_freq"],
             splits=splits_of(_tcfg["format"]),
             sides=_sides,
+            layout=SPLIT_LAYOUT,  # a new column layout of the tokenized splits rebuilds them
         log:
             f"{DATA}/logs/vocab/{_task}/{{tokenizer}}.log",
         resources:

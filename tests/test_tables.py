@@ -57,7 +57,8 @@ def grid(tmp_path):
             for init, accs in SST2.items() for seed, acc in enumerate(accs)]
     runs += [run("mnli_bert", init, seed, best_valid_acc=0.6 + 0.01 * seed, test_acc=0.61)
              for init in ["Xavier", "Xavier_Pretrained"] for seed in range(2)]
-    runs += [run("multi30k_glove6b50d", init, seed, test_bleu=30.0 + seed + (init == "Pretrained"))
+    runs += [run("multi30k_glove6b50d", init, seed, test_paper_bleu=30.0 + seed + (init == "Pretrained"),
+                 test_sacrebleu=29.0 + seed)
              for init in ["Xavier", "Pretrained"] for seed in range(4)]
     return save(tmp_path, runs)
 
@@ -129,9 +130,18 @@ def test_table1_paired_columns(tmp_path):
     assert summary[summary.initializer == "Xavier"].diff_vs_xavier.isna().all()
 
 
+def test_bleu_tables_show_paper_bleu_and_carry_sacrebleu_in_the_csv(tmp_path):
+    tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    csv = pd.read_csv(tmp_path / "t1.csv").set_index(["block", "initializer", "metric"])
+    assert csv.loc[("multi30k_glove6b50d", "Pretrained", "bleu"), "mean"] == pytest.approx(32.5)
+    assert csv.loc[("multi30k_glove6b50d", "Pretrained", "sacrebleu"), "mean"] == pytest.approx(30.5)
+    md = (tmp_path / "t1.md").read_text()
+    assert "Multi30k BLEU (σ)" in md and "sacre" not in md.lower() and "32.5 (1.3)" in md
+
+
 def test_missing_key_names_the_file(tmp_path):
-    runs = save(tmp_path, [run("multi30k_glove6b50d", "Xavier", 0)])  # no test_bleu
-    with pytest.raises(KeyError, match=r"final\.json has no key 'test_bleu'") as err:
+    runs = save(tmp_path, [run("multi30k_glove6b50d", "Xavier", 0)])  # no test_paper_bleu
+    with pytest.raises(KeyError, match=r"final\.json has no key 'test_paper_bleu'") as err:
         tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
     assert str(runs[0][0]) in str(err.value)
 
@@ -144,7 +154,7 @@ def test_accuracy_must_be_a_fraction(tmp_path):
 
 def test_table3_grid_maps_variants_to_switches(tmp_path):
     runs = [run("multi30k_glove6b50d", init, seed, variant, best_epoch=5, best_valid_loss=2.0 + seed,
-                test_bleu=20.0 + i)
+                test_paper_bleu=20.0 + i, test_sacrebleu=19.0)
             for i, init in enumerate(CONFIG["table3"]["initializers"])
             for variant in CONFIG["table3"]["variants"] for seed in range(2)]
     runs.append(run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=0.5))  # not Table 3's block: ignored
@@ -177,7 +187,7 @@ def test_figure1_writes_png_and_curves(tmp_path):
     runs = grid(tmp_path)
     for path, r in runs:
         if r["block"] == "multi30k_glove6b50d":
-            pd.DataFrame({"epoch": [1, 2, 3], "valid_bleu": [1.0 + r["seed"], 2.0 + r["seed"], 3.0]}).to_parquet(
+            pd.DataFrame({"epoch": [1, 2, 3], "valid_paper_bleu": [1.0 + r["seed"], 2.0 + r["seed"], 3.0]}).to_parquet(
                 tables.Path(path).with_name("metrics.parquet"))
     curves = tables.figure1(runs, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
     assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -15,7 +15,7 @@ import torch
 from embinit import train
 from embinit.batching import BucketBatchSampler, TranslationData, truncate
 from embinit.models.translator import expected_parameters
-from embinit.vocab import BOS, EOS, PAD, SPECIALS
+from embinit.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
 TIMING = ["wall_seconds", "tokens_per_second"]
 WORDS = 16
@@ -42,7 +42,8 @@ def write_translation(path, rng, n):
     tgt = [[4 + (w - 4 + 1) % WORDS for w in s] for s in words]  # a learnable word-for-word "translation"
     pq.write_table(pa.table({"src_ids": ids_column([[BOS, *s, EOS] for s in words]),
                              "tgt_ids": ids_column([[BOS, *t, EOS] for t in tgt]),
-                             "ref": [" ".join(f"e{w - 4}" for w in t) for t in tgt]}), path)
+                             "ref": [" ".join(f"e{w - 4}" for w in t) for t in tgt],
+                             "ref_tokens": [[f"e{w - 4}" for w in t] for t in tgt]}), path)
 
 
 def write_classification(path, rng, n):
@@ -104,7 +105,8 @@ def reference_run(toy, tmp_path_factory):
 def test_translation_run_writes_its_outputs(reference_run, toy):
     out, final = reference_run
     metrics = pd.read_parquet(out / "metrics.parquet")
-    assert list(metrics.columns) == ["epoch", "train_loss", "valid_loss", "valid_bleu", *TIMING]
+    assert list(metrics.columns) == ["epoch", "train_loss", "valid_loss", "valid_paper_bleu", "valid_sacrebleu",
+                                     *TIMING]
     assert metrics["epoch"].tolist() == [1, 2, 3]
     assert json.loads((out / "final.json").read_text()) == final
     best = metrics.loc[metrics["valid_loss"].idxmin()]
@@ -112,22 +114,40 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
     assert final["params"] == expected_parameters(4 + WORDS, 4 + WORDS, DIM, ffn_dim=32, layers=1)
     assert final["vocab_sizes"] == {"encoder": 4 + WORDS, "decoder": 4 + WORDS}
     assert final["train_size"] == 128 and final["test_size"] == 16
-    assert final["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert final["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert final["paper_bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:none|smooth:none|version:")
+    assert final["valid_paper_bleu"] == best["valid_paper_bleu"]
     assert final["block"] == "toy_block" and final["seed"] == 7 and final["variant"] == "base"
-    hyp = (out / "test.hyp.txt").read_text().splitlines()
-    ref = (out / "test.ref.txt").read_text().splitlines()
-    assert len(hyp) == len(ref) == 16
-    assert ref == pd.read_parquet(toy / "mt_test.parquet")["ref"].tolist()
+    test = pd.read_parquet(toy / "mt_test.parquet")
+    for name in ("test.hyp.txt", "test.ref.txt", "test.tok.hyp.txt", "test.tok.ref.txt"):
+        assert len((out / name).read_text().splitlines()) == 16
+    assert (out / "test.ref.txt").read_text().splitlines() == test["ref"].tolist()
+    assert (out / "test.tok.ref.txt").read_text().splitlines() == [" ".join(t) for t in test["ref_tokens"]]
     assert (out / "train.log").read_text().count(" epoch ") >= 3
 
 
-def test_sacrebleu_cli_on_saved_files_reproduces_final_bleu(reference_run):
-    out, final = reference_run
-    assert final["test_bleu"] > 0
+@pytest.mark.parametrize("files, options, key", [
+    (("test.tok.ref.txt", "test.tok.hyp.txt"), ["-tok", "none", "-s", "none"], "test_paper_bleu"),
+    (("test.ref.txt", "test.hyp.txt"), [], "test_sacrebleu")])
+def test_sacrebleu_cli_on_saved_files_reproduces_final_bleu(reference_run, files, options, key):
+    out, final = reference_run  # the toy model's paper BLEU is 0 (no 4-gram matches, no smoothing)
     cli = Path(sys.executable).parent / "sacrebleu"
-    printed = subprocess.run([cli, out / "test.ref.txt", "-i", out / "test.hyp.txt", "-b", "-w", "4"],
+    ref, hyp = (out / f for f in files)
+    printed = subprocess.run([cli, ref, "-i", hyp, *options, "-b", "-w", "4"],
                              capture_output=True, text=True, check=True).stdout
-    assert float(printed) == round(final["test_bleu"], 4)
+    assert float(printed) == round(final[key], 4)
+
+
+def test_paper_bleu_of_a_perfect_hypothesis_is_100_and_keeps_unk(toy):
+    data = TranslationData(toy / "mt_test.parquet", max_len=32)
+    vocab = pd.read_parquet(toy / "vocab_decoder.parquet")["token"].tolist()
+    perfect = [[t for t in ids.tolist() if t not in (BOS, EOS)] for ids in data.tgt]
+    texts = train.bleu_texts(perfect, data, vocab, train.vocabulary_detokenizer(vocab))
+    assert train.bleu_scores(texts)["paper_bleu"] == pytest.approx(100)
+    with_unk = [[UNK, *ids[1:]] for ids in perfect]
+    texts = train.bleu_texts(with_unk, data, vocab, train.vocabulary_detokenizer(vocab))
+    assert all(line.startswith("<unk> ") for line in texts.tok_hyp)
+    assert train.bleu_scores(texts)["paper_bleu"] < 100
 
 
 def test_same_seed_gives_identical_metrics(reference_run, toy, tmp_path):

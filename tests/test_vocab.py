@@ -42,13 +42,7 @@ def test_wordpiece_vocab_records_lm_ids(tmp_path):
 
 
 def test_sentencepiece_vocab_and_detokenizer(tmp_path):
-    import sentencepiece as spm
-
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(EN * 20 + DE * 20))
-    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "spiece"), vocab_size=60,
-                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2)
-    tok = load_tokenizer("t5", tokenizer_file=str(tmp_path / "spiece.model"))
+    tok = load_tokenizer("t5", tokenizer_file=_sentencepiece(tmp_path))
     assert tok.special_lm_ids() == {"<unk>": 2, "<pad>": 0, "<bos>": None, "<eos>": 1}
     vocab = build_vocab(tok, tok.tokenize(EN), min_freq=1)
     vocab.to_parquet(tmp_path / "vocab.parquet")
@@ -83,3 +77,50 @@ def test_build_translation_and_pair_classification(tmp_path):
     row = pd.read_parquet(out["valid"]).iloc[0]
     ids = list(row["ids"])
     assert ids[0] == BOS and ids[-1] == EOS and ids.count(EOS) == 2 and UNK not in ids
+
+
+def _sentencepiece(tmp_path):
+    import sentencepiece as spm
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(EN * 20 + DE * 20))
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "spiece"), vocab_size=60,
+                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2)
+    return str(tmp_path / "spiece.model")
+
+
+@pytest.mark.parametrize("kind", ["spacy", "wordpiece", "sentencepiece"])
+def test_reference_tokens_are_what_a_perfect_translation_decodes_to(tmp_path, kind):
+    """Paper BLEU compares vocabulary tokens with `ref_tokens`: a perfect translation must score 100."""
+    from embinit.train import paper_bleu
+
+    if kind == "spacy":
+        decoder = load_tokenizer("spacy", "en")
+    elif kind == "wordpiece":
+        _tiny_wordpiece(tmp_path / "tokenizer.json")
+        decoder = load_tokenizer("bert", tokenizer_file=str(tmp_path / "tokenizer.json"))
+    else:
+        decoder = load_tokenizer("t5", tokenizer_file=_sentencepiece(tmp_path))
+    splits = {}
+    for split in ("train", "valid", "test"):
+        splits[split] = str(tmp_path / f"{split}.parquet")
+        pd.DataFrame({"src": DE, "tgt": EN}).to_parquet(splits[split])
+    ids_out = {s: str(tmp_path / f"ids_{s}.parquet") for s in splits}
+    build("translation", splits, {"encoder": load_tokenizer("spacy", "de"), "decoder": decoder}, 1,
+          {s: str(tmp_path / f"v_{s}.parquet") for s in ("encoder", "decoder")}, ids_out)
+    test = pd.read_parquet(ids_out["test"])
+    tokens = pd.read_parquet(tmp_path / "v_decoder.parquet")["token"].tolist()
+    perfect = [" ".join(tokens[i] for i in ids[1:-1]) for ids in test["tgt_ids"]]
+    references = [" ".join(t) for t in test["ref_tokens"]]
+    assert perfect == references and UNK not in {i for ids in test["tgt_ids"] for i in ids}
+    assert paper_bleu().corpus_score(perfect, [references]).score == pytest.approx(100)
+
+
+def test_sub_word_unk_seen_often_keeps_only_the_special_row(tmp_path):
+    _tiny_wordpiece(tmp_path / "tokenizer.json")
+    tok = load_tokenizer("bert", tokenizer_file=str(tmp_path / "tokenizer.json"))
+    token_lists = tok.tokenize(["zebra zebra man", "zebra man"])  # "zebra" is [UNK] to this vocabulary
+    unk = tok.special_lm_ids()["<unk>"]
+    assert sum(t.count(unk) for t in token_lists) == 3
+    vocab = build_vocab(tok, token_lists, min_freq=1)
+    assert vocab["lm_id"].tolist().count(unk) == 1 and vocab["token"].tolist()[4:] == ["man"]
