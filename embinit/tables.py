@@ -23,7 +23,7 @@ from embinit.io import atomic_path, write_text_atomic
 
 TASK_DISPLAY = {"sst2": "SST2", "mnli": "MNLI", "multi30k": "Multi30k", "iwslt2017": "IWSLT2017"}
 METRIC_DISPLAY = {"accuracy_pct": "Acc", "mismatched_accuracy_pct": "Mismatch", "bleu": "BLEU"}
-RUN_KEYS = ["block", "task", "kind", "initializer", "seed", "variant", "best_epoch"]
+RUN_KEYS = ["block", "task", "kind", "initializer", "seed", "variant"]
 
 
 def load_runs(paths) -> list[tuple[str, dict]]:
@@ -88,33 +88,41 @@ def _percent(path: str, value: float) -> float:
     return 100 * value
 
 
-def _table1_metrics(path: str, run: dict) -> list[tuple[str, float]]:
-    """Table 1's numbers of one run: accuracies in %, BLEU as is; MNLI adds mismatched accuracy."""
+def _table1_metrics(path: str, run: dict) -> list[tuple[str, float, int]]:
+    """Table 1's (metric, value, epoch) of one run: accuracies in %, BLEU as is; MNLI adds the best
+    mismatched accuracy with its own epoch, as the paper reports it."""
     if field(path, run, "kind") == "translation":
         return _bleu(path, run)
-    metrics = [("accuracy_pct", _percent(path, field(path, run, "best_valid_acc")))]
+    epoch = field(path, run, "best_epoch")
+    metrics = [("accuracy_pct", _percent(path, field(path, run, "best_valid_acc")), epoch)]
     if run["task"] == "mnli":
-        metrics.append(("mismatched_accuracy_pct", _percent(path, field(path, run, "test_acc"))))
+        metrics.append(("mismatched_accuracy_pct", _percent(path, field(path, run, "best_test_acc")),
+                        field(path, run, "best_test_epoch")))
     return metrics
 
 
-def _bleu(path: str, run: dict) -> list[tuple[str, float]]:
+def _bleu(path: str, run: dict) -> list[tuple[str, float, int]]:
     """Paper BLEU (the tables' BLEU column) and standard sacreBLEU (in the CSV only)."""
-    return [("bleu", field(path, run, "test_paper_bleu")), ("sacrebleu", field(path, run, "test_sacrebleu"))]
+    epoch = field(path, run, "best_epoch")
+    return [("bleu", field(path, run, "test_paper_bleu"), epoch),
+            ("sacrebleu", field(path, run, "test_sacrebleu"), epoch)]
 
 
-def _table3_metrics(path: str, run: dict) -> list[tuple[str, float]]:
-    return [("best_valid_loss", field(path, run, "best_valid_loss")), *_bleu(path, run)]
+def _table3_metrics(path: str, run: dict) -> list[tuple[str, float, int]]:
+    return [("best_valid_loss", field(path, run, "best_valid_loss"), field(path, run, "best_epoch")),
+            *_bleu(path, run)]
 
 
 def _long(runs, metrics, keep) -> pd.DataFrame:
-    """One row per (run, metric) for the runs `keep(run)` selects; a seed run twice is an error."""
+    """One row per (run, metric) for the runs `keep(run)` selects, with the epoch that metric was read at;
+    a seed run twice is an error."""
     rows = []
     for path, run in runs:
         base = {key: field(path, run, key) for key in RUN_KEYS}
         if keep(base):
-            rows += [{**base, "path": path, "metric": m, "value": v} for m, v in metrics(path, run)]
-    long = pd.DataFrame(rows, columns=RUN_KEYS + ["path", "metric", "value"])
+            rows += [{**base, "path": path, "metric": m, "value": v, "best_epoch": epoch}
+                     for m, v, epoch in metrics(path, run)]
+    long = pd.DataFrame(rows, columns=RUN_KEYS + ["path", "metric", "value", "best_epoch"])
     dup = long.duplicated(["block", "initializer", "variant", "seed", "metric"], keep=False)
     if dup.any():
         raise ValueError(f"the same block/initializer/variant/seed appears twice: {sorted(set(long.path[dup]))}")
@@ -197,8 +205,8 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
                     found = [cell.loc[(family, task, init, m)] if (family, task, init, m) in cell.index else None
                              for m in task_metrics[task]]
                     row += [render(c) if c is not None else "-" for c in found]
-                    if epoch:
-                        row.append(f"{found[0].mean_best_epoch:.1f}" if found[0] is not None else "-")
+                    if epoch:  # MNLI: "m / mm", each metric's own mean best epoch
+                        row.append(" / ".join(f"{c.mean_best_epoch:.1f}" if c is not None else "-" for c in found))
                 rows.append(row)
         return markdown_table(header, rows)
 
@@ -276,7 +284,7 @@ def _single(block: str, name: str, values: pd.Series):
 
 def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.DataFrame:
     """Table 5: per block the settings and sizes the runs report; minutes per epoch averaged over runs."""
-    keys = ["params", "epochs", "batch_size", "train_size", "minutes_per_epoch"]
+    keys = ["params", "epochs", "batch_size", "train_size", "train_minutes_per_epoch"]
     rows = []
     for path, run in runs:
         if field(path, run, "variant") != variant:
@@ -296,8 +304,8 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
                "sources": sources, "source_display": display}
         for name in ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size"]:
             row[name] = _single(block, name, part[name])
-        row.update(minutes_per_epoch=part.minutes_per_epoch.mean(),
-                   minutes_per_epoch_std=part.minutes_per_epoch.std(ddof=1), n_runs=len(part))
+        row.update(train_minutes_per_epoch=part.train_minutes_per_epoch.mean(),
+                   train_minutes_per_epoch_std=part.train_minutes_per_epoch.std(ddof=1), n_runs=len(part))
         table.append(row)
     table = pd.DataFrame(table)
 
@@ -305,10 +313,11 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
         return f"{r.vocab_encoder:,.0f}" + ("" if pd.isna(r.vocab_decoder) else f" / {r.vocab_decoder:,.0f}")
 
     rows_md = [[r.block, r.source_display, f"{r.params / 1e6:.1f}M", str(int(r.epochs)), str(int(r.batch_size)),
-                vocab(r), f"{r.train_size:,.0f}", f"{r.minutes_per_epoch:.2f}"] for r in table.itertuples()]
+                vocab(r), f"{r.train_size:,.0f}", f"{r.train_minutes_per_epoch:.2f}"] for r in table.itertuples()]
     header = ["Block", "Sources", "Params", "Epochs", "Batch size", "Vocab (enc / dec)", "Train size",
               "Minutes / epoch"]
-    md = ("# Table 5\n\nFrom the runs' own final.json; minutes per epoch: mean over runs (hardware-dependent).\n\n"
+    md = ("# Table 5\n\nFrom the runs' own final.json; minutes per epoch: training time only (validation "
+          "excluded, as in the paper), mean over runs (hardware-dependent).\n\n"
           + markdown_table(header, rows_md))
     write_csv_md(csv_path, md_path, table, md)
     return table
