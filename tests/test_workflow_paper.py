@@ -80,3 +80,12 @@ def test_slurm_profile_gives_training_jobs_a_gpu_and_other_jobs_none(tmp_path):
     for block in other:
         resources = re.search(r"resources: (.*)", block).group(1)
         assert "gpu=" not in resources and "slurm_partition=cpu" in resources
+
+
+def test_paper_grid_runs_three_initializers_on_glove_blocks(tmp_path):
+    """The paper tested three initializations with GloVe: no GloVe_Shuffled or Xavier_GloVe runs."""
+    plan = planned_outputs(run_snakemake(["results/table1.csv", "results/table7.csv", "-n"], cwd=tmp_path))
+    runs = {tuple(p.split("/")[1:3]) for p in plan if p.endswith("/base/final.json")}
+    glove = {init for block, init in runs if block.endswith("_glove")}
+    assert glove == {"Xavier", "Pretrained", "Pretrained_Xavier"}
+    assert {init for block, init in runs if block.endswith("_mbert")} >= {"Pretrained_Shuffled", "Xavier_Pretrained"}
