@@ -332,7 +332,7 @@ def _epoch_metrics(path: Path, columns: list[str]) -> pd.DataFrame:
 
 
 def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd.DataFrame:
-    """Figure 1: validation BLEU per epoch, mean over seeds; a panel per config figure1 block.
+    """Figure 1: validation BLEU per epoch, mean and a band of one sigma over seeds; a panel per block.
 
     Reads the metrics.parquet beside each final.json. Also writes the plotted curves as CSV.
     """
@@ -358,13 +358,16 @@ def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd
         part = curves[curves.block == block]
         for init in _ordered(part.initializer, spec["initializers"]):
             line = part[part.initializer == init].sort_values("epoch")
-            ax.plot(line.epoch, line.valid_bleu_mean, marker="o", markersize=3, label=line.label.iloc[0])
+            drawn = ax.plot(line.epoch, line.valid_bleu_mean, marker="o", markersize=3, label=line.label.iloc[0])
+            sigma = line.valid_bleu_std.fillna(0)  # one seed: no band
+            ax.fill_between(line.epoch, line.valid_bleu_mean - sigma, line.valid_bleu_mean + sigma,
+                            color=drawn[0].get_color(), alpha=0.2, linewidth=0)
         task = config["blocks"][block]["task"]
         task = TASK_DISPLAY.get(task, task)
         ax.set_title(f"{task} ({block})\n" + textwrap.fill(block_sources(config, block)[1], 60), fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("Epoch")
-        ax.set_ylabel("Validation BLEU, paper's (mean over seeds)")
+        ax.set_ylabel("Validation BLEU, paper's (mean ± σ over seeds)")
         ax.legend(fontsize=8)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png", dpi=150)

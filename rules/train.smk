@@ -57,7 +57,14 @@ rule train:
         "../workflow_scripts/train.py"
 
 
-def base_runs(blocks, initializers=None, variant="base"):
-    """final.json of every seed of every (block, initializer) for one variant."""
+def base_runs(blocks, initializers=None, variant="base", seeds=None):
+    """final.json of every seed of every (block, initializer) for one variant; `seeds` maps a block to
+    another number of seeds than its own (Figure 1 averages five seeds of Multi30k GloVe)."""
+    seeds = seeds or {}
     return [f"{run_dir(b, i, s, variant)}/final.json" for b in blocks for i in initializers_of(config, b)
-            if initializers is None or i in initializers for s in seeds_of(config, b)]
+            if initializers is None or i in initializers for s in range(seeds.get(b, len(seeds_of(config, b))))]
+
+
+def blocks_running(initializer):
+    """The run_blocks that train `initializer` (the paper ran Xavier_Pretrained only on BERT and T5)."""
+    return [b for b in config["run_blocks"] if initializer in initializers_of(config, b)]

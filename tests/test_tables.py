@@ -23,7 +23,7 @@ CONFIG = {
                  "nopos": {"pos_encoding": "none", "embedding_trainable": True},
                  "nopos_frozen": {"pos_encoding": "none", "embedding_trainable": False}},
     "table3": {"block": "multi30k_glove6b50d", "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],
-               "variants": ["base", "frozen", "nopos", "nopos_frozen"]},
+               "variants": ["nopos_frozen", "nopos", "frozen", "base"]},  # the paper's row order
     "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
 }
 TASKS = {"sst2": "classification", "mnli": "classification", "multi30k": "translation"}
@@ -176,7 +176,9 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
         "nopos_frozen": {"embedding_trainable": False, "pos_encoding": False}}
     md = (tmp_path / "t3.md").read_text()
     assert "| GloVe_Xavier | no | no | 2.50 (5.0) | 22.0 (0.0) |" in md
-    assert len([line for line in md.splitlines() if line.startswith("| ")]) == 1 + 12
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 12
+    assert [r.split(" | ")[1:3] for r in rows[1:5]] == [["no", "no"], ["yes", "no"], ["no", "yes"], ["yes", "yes"]]
 
 
 def test_table5_per_block(tmp_path):
@@ -203,3 +205,4 @@ def test_figure1_writes_png_and_curves(tmp_path):
     xavier = curves[curves.initializer == "Xavier"].set_index("epoch")
     assert xavier.valid_bleu_mean.tolist() == [2.5, 3.5, 3.0] and set(xavier.n_seeds) == {4}
     assert set(pd.read_csv(tmp_path / "fig.csv").label) == {"Xavier", "GloVe"}
+    assert xavier.valid_bleu_std.iloc[0] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))  # the band's half-width
