@@ -44,9 +44,12 @@ def synthetic_pairs(path: Path, n: int, seed: int) -> None:
         return (4 + (rng.zipf(1.3, length) - 1) % (vocab - 4)).tolist()
 
     ids = pa.list_(pa.int32())
+    tgt = [words(k, N_TGT) for k in tgt_len]
     pq.write_table(pa.table({
         "src_ids": pa.array([[BOS, *words(k, N_SRC), EOS] for k in src_len], ids),
-        "tgt_ids": pa.array([[BOS, *words(k, N_TGT), EOS] for k in tgt_len], ids)}), path)
+        "tgt_ids": pa.array([[BOS, *t, EOS] for t in tgt], ids),
+        "ref": [" ".join(f"w{w}" for w in t) for t in tgt],
+        "ref_tokens": pa.array([[f"w{w}" for w in t] for t in tgt], pa.list_(pa.string()))}), path)
 
 
 def xavier(n: int, dim: int) -> np.ndarray:

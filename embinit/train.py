@@ -142,25 +142,6 @@ def accuracy(model: Classifier, data, batch_size: int, device: torch.device, bf1
     return correct / len(data)
 
 
-@torch.no_grad()
-def greedy_decode(model: Translator, src: torch.Tensor, max_extra: int) -> torch.Tensor:
-    """Batched greedy search; each sentence stops at its <eos> or at its source length + max_extra.
-
-    Returns (B, T) generated ids without the leading <bos>; finished sentences are padded with <pad>.
-    """
-    memory, keep = model.encode(src)
-    limits = (src != PAD).sum(1) + max_extra
-    out = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    for step in range(1, min(int(limits.max()), model.max_len - 1) + 1):
-        token = model.generator(model.decode(out, memory, keep)[:, -1]).argmax(-1).masked_fill(done, PAD)
-        out = torch.cat([out, token[:, None]], dim=1)
-        done |= (token == EOS) | (step >= limits)
-        if done.all():
-            break
-    return out[:, 1:]
-
-
 def clean(text: str) -> str:
     """One line of BLEU input: whitespace runs (newlines included) become single spaces."""
     return " ".join(text.split())
@@ -174,7 +155,7 @@ def translate(model: Translator, data, batch_size: int, device: torch.device, bf
     for indices in sorted_batches(data.lengths(), batch_size):
         src, _ = data.batch(indices)
         with autocast(device, bf16):
-            generated = greedy_decode(model, src.to(device), max_extra).cpu().tolist()
+            generated = model.generate(src.to(device), max_extra).cpu().tolist()
         for i, ids in zip(indices, generated):
             hypotheses[i] = [t for t in (ids[: ids.index(EOS)] if EOS in ids else ids) if t != PAD]
     return hypotheses

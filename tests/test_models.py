@@ -1,10 +1,16 @@
+import importlib.util
+import sys
+
 import numpy as np
 import pytest
 import torch
 
+from conftest import REPO, SHARED_DATA, needs_shared
+from embinit.batching import TranslationData, pad
 from embinit.models import Classifier, Translator, heads_for
 from embinit.models import classifier, translator
 from embinit.posenc import sinusoidal_table
+from embinit.vocab import BOS, EOS, PAD
 
 SMALL = dict(heads=2, ffn_dim=24, layers=2, dropout=0.1, max_len=32)
 
@@ -102,3 +108,66 @@ def test_cpu_dropout_drops_p_and_keeps_the_mean_in_training_only():
     assert abs((y == 0).float().mean().item() - 0.1) < 0.005
     assert abs(y.mean().item() - 1.0) < 0.01
     assert torch.equal(layer.eval()(x), x)
+
+
+def _uncached_generate():
+    """The decoder before the key/value cache, kept as the baseline in bench/decode.py."""
+    spec = importlib.util.spec_from_file_location("bench_decode", REPO / "bench" / "decode.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(REPO / "bench"))  # decode.py imports its sibling train_throughput
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return module.uncached_generate
+
+
+def _sources(rng, n, vocab):
+    lengths = rng.integers(3, 12, size=n)
+    src = torch.full((n, lengths.max() + 2), PAD)
+    for row, length in enumerate(lengths):
+        src[row, : length + 2] = torch.tensor([BOS, *rng.integers(4, vocab, size=length), EOS])
+    return src
+
+
+@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "learned", "none"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cached_generate_equals_the_uncached_decoder_on_random_models(pos_encoding, seed):
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = Translator(matrix(40, 16, seed), matrix(30, 16, seed + 1), pos_encoding=pos_encoding, **SMALL).eval()
+    src = _sources(rng, 9, 40)
+    cached = model.generate(src, max_extra=5)
+    assert torch.equal(cached, _uncached_generate()(model, src, max_extra=5))
+    assert cached.size(1) <= int((src != PAD).sum(1).max()) + 5
+
+
+def test_generate_stops_at_eos_and_pads_finished_sentences():
+    model = Translator(matrix(40, 16), matrix(30, 16), **SMALL).eval()
+    with torch.no_grad():
+        model.generator.bias.fill_(-1e4)
+        model.generator.bias[EOS] = 1e4  # every sentence ends at once
+    out = model.generate(_sources(np.random.default_rng(0), 4, 40), max_extra=5)
+    assert out.tolist() == [[EOS]] * 4
+
+
+@needs_shared
+def test_cached_generate_equals_the_uncached_decoder_on_real_multi30k_ids(tmp_path):
+    """Real German sentences (Multi30k val) as ids of their own spaCy vocabulary, a D = 300 model."""
+    from embinit.prepare import prepare
+    from embinit.vocab import build, load_tokenizer
+
+    raw = SHARED_DATA / "multi30k" / "task1" / "raw"
+    files = {f"{split}_{side}": raw / f"val.{lang}.gz" for split in ("train", "valid", "test")
+             for side, lang in (("src", "de"), ("tgt", "en"))}
+    splits = {s: str(tmp_path / f"{s}.parquet") for s in ("train", "valid", "test")}
+    prepare("multi30k", files, splits)
+    tokenized = {s: str(tmp_path / f"ids_{s}.parquet") for s in splits}
+    sizes = build("translation", splits, {"encoder": load_tokenizer("spacy", "de"),
+                                          "decoder": load_tokenizer("spacy", "en")}, 2,
+                  {side: str(tmp_path / f"v_{side}.parquet") for side in ("encoder", "decoder")}, tokenized)
+    data = TranslationData(tokenized["valid"], max_len=256)
+    src = pad(data.src[:24])
+    torch.manual_seed(0)
+    model = Translator(matrix(sizes["encoder"], 300), matrix(sizes["decoder"], 300) * 0.05, heads=10).eval()
+    assert torch.equal(model.generate(src, max_extra=10), _uncached_generate()(model, src, max_extra=10))

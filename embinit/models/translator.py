@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from embinit.posenc import sinusoidal_table
-from embinit.vocab import PAD
+from embinit.vocab import BOS, EOS, PAD
 
 POS_ENCODINGS = ("sinusoidal", "learned", "none")
 
@@ -74,13 +74,14 @@ class TokenInput(nn.Module):
             nn.init.xavier_uniform_(self.positions.weight)
         self.dropout = Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """(B, T) ids at positions start .. start + T - 1 -> (B, T, D)."""
         x = self.embedding(ids) * self.scale
-        length = ids.size(1)
+        end = start + ids.size(1)
         if self.pos_encoding == "sinusoidal":
-            x = x + self.positions[:length]
+            x = x + self.positions[start:end]
         elif self.pos_encoding == "learned":
-            x = x + self.positions.weight[:length]
+            x = x + self.positions.weight[start:end]
         return self.dropout(x)
 
 
@@ -99,13 +100,20 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, context: torch.Tensor, keep: torch.Tensor | None = None,
                 causal: bool = False) -> torch.Tensor:
         """x attends to context; `keep` (B, 1, 1, S) is True for context positions that are not padding."""
+        return self.attend(x, *self.keys_values(context), keep, causal)
+
+    def split(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, heads, T, D / heads)."""
+        return t.view(t.size(0), t.size(1), self.heads, -1).transpose(1, 2)
+
+    def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The context's keys and values, (B, heads, S, D / heads) each: computed once, reused by decoding."""
+        return self.split(self.key(context)), self.split(self.value(context))
+
+    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
+               causal: bool = False) -> torch.Tensor:
         batch, length, dim = x.shape
-
-        def split(t: torch.Tensor) -> torch.Tensor:  # (B, T, D) -> (B, heads, T, D / heads)
-            return t.view(batch, t.size(1), self.heads, dim // self.heads).transpose(1, 2)
-
-        q, k, v = split(self.query(x)), split(self.key(context)), split(self.value(context))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal,
+        y = F.scaled_dot_product_attention(self.split(self.query(x)), k, v, attn_mask=keep, is_causal=causal,
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.out(y.transpose(1, 2).reshape(batch, length, dim))
 
@@ -150,6 +158,33 @@ class DecoderLayer(nn.Module):
         y = self.norm1(y + self.dropout(self.self_attention(y, y, causal=True)))
         y = self.norm2(y + self.dropout(self.cross_attention(y, memory, memory_keep)))
         return self.norm3(y + self.dropout(self.ffn(y)))
+
+    def step(self, y: torch.Tensor, cache: "LayerCache", memory_keep: torch.Tensor) -> torch.Tensor:
+        """The next position only: y (B, 1, D) attends to the earlier positions' keys and values in `cache`
+        (this position's are added) and to the encoder memory's, precomputed there."""
+        position = cache.length
+        cache.keys[:, :, position : position + 1], cache.values[:, :, position : position + 1] = (
+            self.self_attention.keys_values(y))
+        cache.length += 1
+        k, v = cache.keys[:, :, : cache.length], cache.values[:, :, : cache.length]
+        y = self.norm1(y + self.dropout(self.self_attention.attend(y, k, v)))
+        y = self.norm2(y + self.dropout(self.cross_attention.attend(y, *cache.memory, memory_keep)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+
+
+class LayerCache:
+    """One decoder layer's state during incremental decoding: the self-attention keys and values of the
+    positions decoded so far (preallocated to `max_len`) and the encoder memory's cross-attention keys
+    and values, computed once per sentence batch."""
+
+    def __init__(self, layer: DecoderLayer, memory: torch.Tensor, max_len: int):
+        attention = layer.self_attention
+        batch, dim = memory.size(0), memory.size(2)
+        shape = (batch, attention.heads, max_len, dim // attention.heads)
+        self.keys = memory.new_empty(shape)
+        self.values = memory.new_empty(shape)
+        self.length = 0
+        self.memory = layer.cross_attention.keys_values(memory)
 
 
 def xavier_init(model: nn.Module) -> None:
@@ -199,6 +234,31 @@ class Translator(nn.Module):
         """Next-token logits (B, T, N_dec) for every prefix of tgt (teacher forcing)."""
         memory, keep = self.encode(src)
         return self.generator(self.decode(tgt, memory, keep))
+
+    @torch.no_grad()
+    def generate(self, src: torch.Tensor, max_extra: int) -> torch.Tensor:
+        """Batched greedy search with a key/value cache: each step runs the decoder on one new position.
+
+        Each sentence stops at its <eos> or at its source length + max_extra (at most max_len - 1 tokens).
+        Returns (B, T) generated ids without the leading <bos>; finished sentences are padded with <pad>.
+        """
+        memory, keep = self.encode(src)  # (B, S, D)
+        steps = min(int((src != PAD).sum(1).max()) + max_extra, self.max_len - 1)
+        limits = (src != PAD).sum(1) + max_extra
+        caches = [LayerCache(layer, memory, steps) for layer in self.decoder]
+        token = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
+        done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        out = []
+        for step in range(1, steps + 1):
+            y = self.tgt_input(token, start=step - 1)  # (B, 1, D)
+            for layer, cache in zip(self.decoder, caches):
+                y = layer.step(y, cache, keep)
+            token = self.generator(y[:, -1]).argmax(-1).masked_fill(done, PAD)[:, None]  # (B, 1)
+            out.append(token)
+            done |= (token[:, 0] == EOS) | (step >= limits)
+            if done.all():
+                break
+        return torch.cat(out, dim=1)
 
     def num_parameters(self) -> int:
         """All parameters, frozen embeddings included (the count the paper's Table 5 reports)."""
