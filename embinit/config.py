@@ -1,11 +1,17 @@
-"""The configuration: cross-reference checks the JSON schema cannot express, and the grid it describes.
+"""The configuration: loading, schema validation, cross-reference checks the schema cannot express, and the
+grid it describes.
 
-`check` runs when the Snakefile loads, before any job, so a typo fails in a second with the key and the
-allowed values rather than hours later inside a training job.
+`load`, `validate` and `check` run when the Snakefile loads, before any job, so a typo fails in a second with
+the file or key and the allowed values rather than hours later inside a training job.
 """
 from __future__ import annotations
 
+import inspect
+import typing
 from pathlib import Path
+
+import jsonschema
+import yaml
 
 
 class ConfigError(ValueError):
@@ -14,11 +20,41 @@ class ConfigError(ValueError):
 
 def _require(value, allowed, key: str) -> None:
     if value not in allowed:
-        raise ConfigError(f"config key {key}: unknown name {value!r}; allowed: {', '.join(sorted(allowed))}")
+        raise ConfigError(f"config key {key}: unknown name {value!r}; "
+                          f"allowed: {', '.join(sorted(allowed)) or 'none'}")
+
+
+def load(path) -> dict:
+    """The mapping a YAML config file holds. Snakemake's own error for an empty or unparsable file names no file."""
+    with open(path, "rb") as f:   # bytes, so that undecodable text is a YAMLError naming the file too
+        try:
+            data = yaml.safe_load(f)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML:\n{e}") from None
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(f"config file {path} is {what}; it must map config keys to values")
+    return data
+
+
+def validate(config: dict, schema_path, files) -> None:
+    """Raise ConfigError with one line per schema violation: its key, and the value and what is allowed.
+
+    Snakemake's `validate` reports only the first violation and prints the schema below it, which for a
+    top-level key is the whole schema. `files` are the config files merged into `config`, named in the error.
+    """
+    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: e.json_path)
+    if errors:
+        lines = [f"config key {e.json_path[2:] or '(top level)'}: {e.message}" for e in errors]
+        raise ConfigError(f"the config from {', '.join(map(str, files))} does not match {schema_path}:\n"
+                          + "\n".join(lines))
 
 
 def check(config: dict) -> None:
-    """Raise ConfigError naming the key if a name does not refer to something defined."""
+    """Raise ConfigError naming the key if a name does not refer to something defined, or a value does not fit
+    where it is used."""
     from embinit.embeddings import MISSING_POLICIES
     from embinit.initializers import INITIALIZERS as REGISTRY
 
@@ -26,8 +62,9 @@ def check(config: dict) -> None:
         raise ConfigError(f"config key mirror: directory {config['mirror']!r} does not exist")
     for i, name in enumerate(config["initializers"]):
         _require(name, REGISTRY, f"initializers[{i}]")
-    for name in config["initializer_params"]:
+    for name, params in config["initializer_params"].items():
         _require(name, REGISTRY, f"initializer_params.{name}")
+        _check_params(REGISTRY[name], params, f"initializer_params.{name}")
     _require(config["embeddings"]["missing"], MISSING_POLICIES, "embeddings.missing")
     for i, block in enumerate(config["run_blocks"]):
         _require(block, config["blocks"], f"run_blocks[{i}]")
@@ -49,7 +86,50 @@ def check(config: dict) -> None:
         _require(name, REGISTRY, f"table3.initializers[{i}]")
     for i, name in enumerate(config["figure1"]["blocks"]):
         _require(name, config["blocks"], f"figure1.blocks[{i}]")
+    for name in config["figure1"].get("seeds", {}):   # a block not in the figure is allowed: an overlay such as
+        _require(name, config["blocks"], f"figure1.seeds.{name}")   # offline-cpu.yaml cannot delete keys
     _require(config["table4"]["questions"], config["remotes"], "table4.questions")
+    _check_outputs(config)
+    _check_heads(config)
+
+
+def _check_params(fn, params: dict, key: str) -> None:
+    """Each parameter must be one the initializer takes (after `pretrained, shape, rng`), with a value its
+    `Literal[...]` annotation allows when it has one."""
+    accepted = list(inspect.signature(fn).parameters)[3:]
+    hints = typing.get_type_hints(fn)
+    for name, value in params.items():
+        _require(name, accepted, f"{key}.{name}")
+        if typing.get_origin(hints.get(name)) is typing.Literal:
+            _require(value, typing.get_args(hints[name]), f"{key}.{name}")
+
+
+def _check_outputs(config: dict) -> None:
+    """Table 3 and Figure 1 report BLEU, so need translation blocks; Tables 4 and 6 read a side's
+    pre-trained layer, so need a side with a source."""
+    bleu = [("table3.block", config["table3"]["block"]),
+            *((f"figure1.blocks[{i}]", name) for i, name in enumerate(config["figure1"]["blocks"]))]
+    for key, name in bleu:
+        if config["tasks"][config["blocks"][name]["task"]]["kind"] != "translation":
+            raise ConfigError(f"config key {key}: block {name!r} is not a translation block; "
+                              "Table 3 and Figure 1 report BLEU")
+    for table in ("table4", "table6"):
+        name, side = config[table]["block"], config[table]["side"]
+        _require(side, sides_of(config, name), f"{table}.side")
+        if config["blocks"][name]["sources"][side] is None:
+            raise ConfigError(f"config key {table}.side: the {side} of block {name!r} has no pre-trained source "
+                              f"(blocks.{name}.sources.{side} is null); {table} needs one")
+
+
+def _check_heads(config: dict) -> None:
+    """Attention splits d_model = D into equal heads; otherwise the first training job would fail."""
+    for name in trained_blocks(config):
+        dim = dim_of(config, name)
+        heads = heads_for(config["model"], dim)
+        if dim % heads:
+            key = f"model.heads_by_dim.{dim}" if dim in _heads_by_dim(config["model"]) else "model.heads"
+            raise ConfigError(f"config key {key}: {heads} heads do not divide D = {dim} of block {name!r}; "
+                              f"set model.heads_by_dim.{dim} to a divisor of {dim}")
 
 
 def _check_block(config: dict, name: str, block: dict) -> None:
@@ -86,6 +166,22 @@ def tokenizer_of(config: dict, block: str) -> str:
         if source is not None and config["sources"][source]["level"] == "subword":
             return source
     return "spacy"
+
+
+def trained_blocks(config: dict) -> list[str]:
+    """Blocks whose models train: run_blocks, Table 3's block and Figure 1's blocks (which train their own runs,
+    in run_blocks or not)."""
+    named = [*config["run_blocks"], config["table3"]["block"], *config["figure1"]["blocks"]]
+    return list(dict.fromkeys(named))
+
+
+def _heads_by_dim(model_cfg: dict) -> dict[int, int]:
+    return {int(k): v for k, v in (model_cfg.get("heads_by_dim") or {}).items()}
+
+
+def heads_for(model_cfg: dict, dim: int) -> int:
+    """`model.heads`, unless `model.heads_by_dim` names this D (the paper uses 10 heads for D = 300)."""
+    return _heads_by_dim(model_cfg).get(dim, model_cfg["heads"])
 
 
 def dim_of(config: dict, block: str) -> int:

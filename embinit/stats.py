@@ -78,11 +78,13 @@ def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.Data
     return table
 
 
-def write_table6(layers: dict[str, str], src: str, pos_max_len: int, pos_base: float,
+def write_table6(layers: dict[str, str], src: str, pos_rows: int, pos_base: float,
                  out_csv: str, out_md: str) -> pd.DataFrame:
-    """Table 6: each layer (initializer -> .npy path) as is and scaled by sqrt(D), then the P table.
+    """Table 6: each layer (initializer -> .npy path) as is and scaled by sqrt(D), then P (its first pos_rows rows).
 
     Shows the scale mismatch the paper discusses: the model multiplies embeddings by sqrt(D) before adding P.
+    P's mean depends on its length; the paper's 0.131 at D = 300 matches about 5,000 rows (config
+    `table6.pos_rows`), not the model's max_len.
     """
     rows = []
     dim = None
@@ -92,7 +94,7 @@ def write_table6(layers: dict[str, str], src: str, pos_max_len: int, pos_base: f
         label = display_name(initializer, src)
         rows.append({"layer": label, **matrix_stats(x)})
         rows.append({"layer": f"{label} scaled", **matrix_stats(x.astype(np.float64) * math.sqrt(dim))})
-    rows.append({"layer": "Position encoding", **matrix_stats(sinusoidal_table(pos_max_len, dim, pos_base))})
+    rows.append({"layer": "Position encoding", **matrix_stats(sinusoidal_table(pos_rows, dim, pos_base))})
     table = pd.DataFrame(rows, columns=["layer", "min", "max", "mean", "sigma"])
     md_rows = [[r["layer"], f"{r['min']:.4f}", f"{r['max']:.4f}", _mean_sigma(r)] for r in rows]
     _write(table, _markdown(["Layer", "Min", "Max", "Mean (sigma)"], md_rows), out_csv, out_md)

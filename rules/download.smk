@@ -1,4 +1,5 @@
 # Raw files: the mirror directory first, else the canonical remote; checksum-verified, written atomically.
+from embinit.fetch import FetchSettings
 
 
 rule fetch:
@@ -8,10 +9,12 @@ rule fetch:
         relpath=_choice(config["remotes"]),
     params:
         remote=lambda wc: config["remotes"][wc.relpath],
+        # an object, which Snakemake leaves out of its rerun trigger: a new mirror or timeout refetches nothing
+        # (the lock file is no input for the same reason; fetch reads it, and retries network errors itself)
+        settings=FetchSettings.from_config(config),
     log:
         f"{DATA}/logs/fetch/{{relpath}}.log",
     localrule: True
-    retries: 2
     conda:
         PIPELINE_ENV
     script:

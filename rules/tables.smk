@@ -53,7 +53,7 @@ rule table6:
     params:
         table=6,
         src=config["sources"][source_of(config["table6"]["block"], config["table6"]["side"])]["display"],
-        pos_max_len=config["model"]["max_len"],
+        pos_rows=config["table6"]["pos_rows"],
         pos_base=config["model"]["pos_base"],
     localrule: True
     conda:
@@ -133,6 +133,8 @@ rule paper:
     """Every table and the figure of the configured run_blocks."""
     input:
         [f"{RES}/table{n}.csv" for n in (1, 2, 3, 4, 5, 6, 7, 8)],
+        f"{RES}/table4_sensitivity.csv",
         f"{RES}/figure1.png",
+        f"{RES}/paper_comparison.csv",
         f"{RES}/embedding_matches.csv",
     localrule: True

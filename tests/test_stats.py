@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import load_default_config
 from embinit.posenc import sinusoidal_table
 from embinit.stats import matrix_stats, write_stats_table, write_table6
 
@@ -73,3 +74,15 @@ def test_table6(tmp_path):
     md = (tmp_path / "table6.md").read_text().splitlines()
     assert md[0] == "| Layer | Min | Max | Mean (sigma) |" and len(md) == 9
     assert pd.read_csv(tmp_path / "table6.csv").columns.tolist() == ["layer", "min", "max", "mean", "sigma"]
+
+
+def test_table6_position_encoding_has_pos_rows_rows(tmp_path):
+    """The configured table6.pos_rows gives the paper's P mean 0.131 at D = 300; max_len's 256 rows do not."""
+    config = load_default_config()
+    paths = _layers(tmp_path, ["Xavier", "Pretrained", "Pretrained_Xavier"], shape=(20, 300))
+    rows = {n: write_table6(paths, "GloVe", n, config["model"]["pos_base"], str(tmp_path / f"t{n}.csv"),
+                            str(tmp_path / f"t{n}.md")).iloc[6] for n in (config["table6"]["pos_rows"], 256)}
+    configured, short = rows[config["table6"]["pos_rows"]], rows[256]
+    assert configured["mean"] == pytest.approx(0.131, abs=0.001)
+    assert configured["mean"] == pytest.approx(sinusoidal_table(config["table6"]["pos_rows"], 300).mean(), rel=1e-5)
+    assert short["mean"] > 0.3

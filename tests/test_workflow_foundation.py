@@ -1,9 +1,12 @@
-"""The Snakemake layer: config validation before any job, checksums through a real run, shared-data vocabularies."""
+"""The Snakemake layer: config validation before any job, the conda env's pins, checksums through a real run,
+shared-data vocabularies."""
+import re
 import shutil
 import time
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import REPO, SHARED_DATA, needs_shared, run_snakemake, write_config
 
@@ -29,6 +32,17 @@ def test_bad_config_fails_before_any_job(tmp_path, overrides, expected):
     proc = run_snakemake(["vocabularies", "-n", "--configfile", str(cfg)], cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert expected in proc.stdout + proc.stderr
+
+
+def test_conda_env_pins_exactly_the_requirements():
+    """--sdm conda copies envs/pipeline.yaml into .snakemake/conda/, where `-r ../requirements.txt` would not
+    resolve, so the env file carries the pins itself."""
+    env = yaml.safe_load((REPO / "envs" / "pipeline.yaml").read_text())
+    pip = [pins for dep in env["dependencies"] if isinstance(dep, dict) for pins in dep["pip"]]
+    lines = [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()]
+    requirements = [line for line in lines if line and not line.startswith("#")]
+    assert pip == requirements
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+==[0-9][^=\s]*", pin) for pin in pip), pip
 
 
 def test_mirror_file_with_wrong_checksum_fails_naming_it(tmp_path, tiny_mirror):

@@ -1,0 +1,23 @@
+# The paper's own numbers beside ours (embinit.paper_comparison): Tables 1-8 cell by cell, and whether the
+# paper's three findings show in our numbers. Include after rules/tables.smk: it reads the `paper` rule's tables.
+
+PAPER_TABLES = os.path.join(
+    workflow.basedir, config.get("paper_comparison", {}).get("paper_tables", "resources/paper_tables.md")
+)
+
+
+rule paper_comparison:
+    """paper_comparison.csv / .md: every cell with a paper and our value; the findings checked cell by cell."""
+    input:
+        paper_tables=PAPER_TABLES,
+        tables=[f for f in rules.paper.input if re.fullmatch(rf"{re.escape(RES)}/table\d\.csv", f)],
+    output:
+        csv=report(f"{RES}/paper_comparison.csv", caption="../report/paper_comparison.rst", category="Paper vs ours"),
+        md=f"{RES}/paper_comparison.md",
+    params:
+        results_dir=RES,
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    script:
+        "../workflow_scripts/paper_comparison.py"
