@@ -22,14 +22,25 @@ from embinit.io import atomic_path
 
 Initializer = Callable[..., np.ndarray]
 INITIALIZERS: dict[str, Initializer] = {}
+_IGNORE_PRETRAINED: set[str] = set()
 
 
-def register(name: str) -> Callable[[Initializer], Initializer]:
+def register(name: str, reads_pretrained: bool = True) -> Callable[[Initializer], Initializer]:
+    """Add `fn` to the registry; `reads_pretrained=False` for one that needs only the layer's shape."""
     def add(fn: Initializer) -> Initializer:
         INITIALIZERS[name] = fn
+        if not reads_pretrained:
+            _IGNORE_PRETRAINED.add(name)
         return fn
 
     return add
+
+
+def reads_pretrained(name: str) -> bool:
+    """Whether the initializer's layer depends on the pre-trained matrix. Xavier's does not, so a block's
+    Xavier runs need neither the source's download nor its extraction (only the vocabulary size and D)."""
+    _lookup(name)
+    return name not in _IGNORE_PRETRAINED
 
 
 def xavier_bound(n: int, d: int) -> float:
@@ -48,7 +59,7 @@ def display_name(initializer: str, src: str) -> str:
     return initializer.replace("Pretrained", src)
 
 
-@register("Xavier")
+@register("Xavier", reads_pretrained=False)
 def xavier(pretrained, shape, rng):
     a = xavier_bound(*shape)
     return rng.uniform(-a, a, size=shape).astype(np.float32)

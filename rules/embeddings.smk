@@ -1,5 +1,5 @@
 # Embedding layers: the pre-trained matrix of each block side, then one layer per initializer and seed.
-from embinit.initializers import INITIALIZERS, fingerprint
+from embinit.initializers import INITIALIZERS, fingerprint, reads_pretrained
 
 
 wildcard_constraints:
@@ -40,7 +40,8 @@ rule initialize_embedding:
     """The layer a run starts from. `fingerprint` changes when this initializer's params or code change."""
     input:
         vocab=lambda wc: vocab_path(wc.block, wc.side),
-        pretrained=lambda wc: [] if source_of(wc.block, wc.side) is None else pretrained_path(wc.block, wc.side),
+        pretrained=lambda wc: (pretrained_path(wc.block, wc.side)
+                               if source_of(wc.block, wc.side) and reads_pretrained(wc.init) else []),
     output:
         npy=f"{RES}/{{block}}/{{init}}/seed{{seed}}/embedding_{{side}}.npy",
     params:

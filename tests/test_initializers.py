@@ -148,3 +148,12 @@ def test_every_declared_mode_is_implemented(pretrained):
     assert modes == ("rows_columns", "elements")
     for mode in modes:
         initialize("Pretrained_Shuffled", pretrained, SHAPE, seed=0, params={"mode": mode})
+
+
+def test_only_xavier_ignores_the_pretrained_matrix():
+    from embinit.initializers import INITIALIZERS, reads_pretrained
+
+    assert [name for name in INITIALIZERS if not reads_pretrained(name)] == ["Xavier"]
+    rng_seed, shape = 3, (7, 5)
+    pretrained = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    assert np.array_equal(initialize("Xavier", None, shape, rng_seed), initialize("Xavier", pretrained, shape, rng_seed))

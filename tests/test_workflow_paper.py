@@ -90,3 +90,15 @@ def test_paper_grid_runs_three_initializers_on_glove_blocks(tmp_path):
     glove = {init for block, init in runs if block.endswith("_glove")}
     assert glove == {"Xavier", "Pretrained", "Pretrained_Xavier"}
     assert {init for block, init in runs if block.endswith("_mbert")} >= {"Pretrained_Shuffled", "Xavier_Pretrained"}
+
+
+def test_xavier_runs_need_neither_the_pretrained_download_nor_its_extraction(tmp_path):
+    """A user without GloVe 840B can still train a GloVe block's Xavier row: its layer needs only N and D."""
+    cfg = write_config(tmp_path / "x.yaml", {"run_blocks": ["sst2_glove"]})
+    xavier = planned_outputs(run_snakemake(
+        ["results/sst2_glove/Xavier/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path))
+    assert "results/sst2_glove/Xavier/seed0/embedding_encoder.npy" in xavier
+    assert not [p for p in xavier if "glove.840B" in p or "pretrained_" in p]
+    glove = planned_outputs(run_snakemake(
+        ["results/sst2_glove/Pretrained/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path))
+    assert "results/sst2_glove/pretrained_encoder.npy" in glove and any("glove.840B" in p for p in glove)
