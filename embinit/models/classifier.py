@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from embinit.models.translator import EncoderLayer, TokenInput, encoder_layer_parameters, key_padding, xavier_init
 
@@ -37,6 +38,10 @@ class Classifier(nn.Module):
         real = keep[:, 0, 0, :, None].to(x.dtype)  # (B, S, 1)
         pooled = (x * real).sum(1) / real.sum(1)
         return self.head(pooled)
+
+    def loss(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Summed cross-entropy of the class logits (in fp32, also under autocast)."""
+        return F.cross_entropy(self(ids).float(), labels, reduction="sum")
 
     def num_parameters(self) -> int:
         """All parameters, frozen embedding included (the count the paper's Table 5 reports)."""

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from embinit.models.loss import linear_cross_entropy
 from embinit.posenc import sinusoidal_table
 from embinit.vocab import BOS, EOS, PAD
 
@@ -46,7 +47,7 @@ class Dropout(nn.Module):
         n = x.numel()
         draws = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
         keep = draws.view(torch.int16)[:n].view(x.shape) >= self.threshold
-        return x * keep * (1.0 / (1.0 - self.p))
+        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))  # one float mask: one multiply each way
 
 
 class TokenInput(nn.Module):
@@ -91,7 +92,7 @@ class MultiHeadAttention(nn.Module):
         if dim % heads:
             raise ValueError(f"d_model {dim} is not divisible by {heads} heads")
         self.heads = heads
-        self.dropout = dropout
+        self.dropout = Dropout(dropout)  # on the attention weights
         self.query = nn.Linear(dim, dim)
         self.key = nn.Linear(dim, dim)
         self.value = nn.Linear(dim, dim)
@@ -113,9 +114,24 @@ class MultiHeadAttention(nn.Module):
     def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
                causal: bool = False) -> torch.Tensor:
         batch, length, dim = x.shape
-        y = F.scaled_dot_product_attention(self.split(self.query(x)), k, v, attn_mask=keep, is_causal=causal,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        q = self.split(self.query(x))  # (B, heads, T, D / heads)
+        if self.training and self.dropout.p > 0 and x.device.type == "cpu":
+            y = self._attend_with_cheap_dropout(q, k, v, keep, causal)
+        else:
+            p = self.dropout.p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal, dropout_p=p)
         return self.out(y.transpose(1, 2).reshape(batch, length, dim))
+
+    def _attend_with_cheap_dropout(self, q, k, v, keep, causal) -> torch.Tensor:
+        """SDPA's arithmetic, spelled out so the attention weights take the cheap CPU dropout mask: SDPA draws
+        its own with bernoulli_ on the CPU (docs/performance.md)."""
+        scores = q @ k.transpose(-2, -1) * (q.size(-1) ** -0.5)  # (B, heads, T, S)
+        if keep is not None:
+            scores = scores.masked_fill(~keep, float("-inf"))
+        if causal:
+            above = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+            scores = scores.masked_fill(above, float("-inf"))
+        return self.dropout(scores.softmax(-1)) @ v
 
 
 class FeedForward(nn.Sequential):
@@ -234,6 +250,18 @@ class Translator(nn.Module):
         """Next-token logits (B, T, N_dec) for every prefix of tgt (teacher forcing)."""
         memory, keep = self.encode(src)
         return self.generator(self.decode(tgt, memory, keep))
+
+    def loss(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """Summed teacher-forced cross-entropy of tgt[:, 1:] given tgt[:, :-1], over its real (non-pad) tokens.
+
+        The output projection runs only on those tokens, fused with the loss (embinit.models.loss).
+        """
+        memory, keep = self.encode(src)
+        states = self.decode(tgt[:, :-1], memory, keep)  # (B, T - 1, D)
+        gold = tgt[:, 1:]
+        real = (gold != PAD).flatten().nonzero()[:, 0]  # (n,)
+        return linear_cross_entropy(states.flatten(0, 1)[real], self.generator.weight, self.generator.bias,
+                                    gold.flatten()[real])
 
     @torch.no_grad()
     def generate(self, src: torch.Tensor, max_extra: int) -> torch.Tensor:
