@@ -168,6 +168,15 @@ def tokenizer_of(config: dict, block: str) -> str:
     return "spacy"
 
 
+def valid_bleu_of(config: dict, block: str, initializer: str, variant: str) -> bool:
+    """Whether a run decodes its validation split for BLEU every epoch: under `train.valid_bleu: auto` only the
+    runs Figure 1 plots, since selection and Tables 1, 3 and 7 need only the validation loss and test BLEU."""
+    setting, figure = config["train"]["valid_bleu"], config["figure1"]
+    if setting != "auto":
+        return bool(setting)
+    return variant == "base" and block in figure["blocks"] and initializer in figure["initializers"]
+
+
 def trained_blocks(config: dict) -> list[str]:
     """Blocks whose models train: run_blocks, Table 3's block and Figure 1's blocks (which train their own runs,
     in run_blocks or not)."""

@@ -3,7 +3,7 @@ import json
 import os
 import re
 
-from embinit.config import dim_of, initializers_of, seeds_of, sides_of, tokenizer_of
+from embinit.config import dim_of, initializers_of, seeds_of, sides_of, tokenizer_of, valid_bleu_of
 
 # Jobs import the embinit package from this checkout, also inside --sdm conda environments and on cluster nodes.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))

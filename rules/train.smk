@@ -28,6 +28,7 @@ def train_spec(wc):
         "batch_size": block["batch_size"],
         "lr": task["lr"],
         "seed": int(wc.seed),
+        "valid_bleu": valid_bleu_of(config, wc.block, wc.init, wc.variant),
         "num_classes": task.get("num_classes"),
         "tokenizer": tokenizer_of(config, wc.block),
         "languages": task["languages"],

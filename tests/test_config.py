@@ -3,7 +3,7 @@ import pytest
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.config import ConfigError, check, heads_for, load, trained_blocks, validate
+from embinit.config import ConfigError, check, heads_for, load, trained_blocks, valid_bleu_of, validate
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
@@ -122,3 +122,14 @@ def test_initializer_params_accept_every_allowed_value():
 ])
 def test_table_and_figure_blocks_fit_their_output(overrides, expected):
     assert _check_error(overrides).startswith(expected)
+
+
+def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():
+    config = load_default_config()
+    assert valid_bleu_of(config, "multi30k_glove", "Xavier", "base")
+    assert not valid_bleu_of(config, "multi30k_glove", "Xavier", "frozen")  # Table 3 reads loss and test BLEU
+    assert not valid_bleu_of(config, "multi30k_mbert", "Pretrained", "base")  # not a Figure 1 panel
+    update_config(config, {"train": {"valid_bleu": True}})
+    assert valid_bleu_of(config, "multi30k_mbert", "Pretrained", "nopos")
+    update_config(config, {"train": {"valid_bleu": False}})
+    assert not valid_bleu_of(config, "multi30k_glove", "Xavier", "base")

@@ -371,3 +371,18 @@ def test_checkpoint_of_other_training_code_is_discarded(toy, tmp_path, monkeypat
     train.train_run(make_spec(toy, epochs=2), tmp_path)
     log = (tmp_path / "train.log").read_text()
     assert "it was written for other setting code" in log and "resuming" not in log
+
+
+def test_without_valid_bleu_a_run_decodes_only_the_test_split(reference_run, toy, tmp_path, monkeypatch):
+    """valid_bleu off: the same training and selection (validation loss), no greedy validation decoding."""
+    calls = []
+    translate = train.translate
+    monkeypatch.setattr(train, "translate", lambda model, data, *a: calls.append(len(data)) or translate(model, data, *a))
+    final = train.train_run(make_spec(toy, valid_bleu=False), tmp_path)
+    assert calls == [16]  # the test split, once
+    metrics = pd.read_parquet(tmp_path / "metrics.parquet")
+    assert "valid_paper_bleu" not in metrics.columns
+    reference = metric_values(reference_run[0]).drop(columns=["valid_paper_bleu", "valid_sacrebleu"])
+    pd.testing.assert_frame_equal(metric_values(tmp_path), reference)
+    assert final["valid_paper_bleu"] is None
+    assert final["test_paper_bleu"] == reference_run[1]["test_paper_bleu"]

@@ -102,3 +102,4 @@ def test_xavier_runs_need_neither_the_pretrained_download_nor_its_extraction(tmp
     glove = planned_outputs(run_snakemake(
         ["results/sst2_glove/Pretrained/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path))
     assert "results/sst2_glove/pretrained_encoder.npy" in glove and any("glove.840B" in p for p in glove)
+
