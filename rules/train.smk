@@ -50,6 +50,7 @@ rule train:
     threads: 2
     resources:
         gpu=1,
+        gpu_jobs=1,  # profiles/local-gpu: k of these share one GPU (docs/performance.md)
         mem_mb=16000,
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],
     conda:

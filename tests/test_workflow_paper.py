@@ -3,6 +3,7 @@ import re
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import REPO, planned_outputs, run_snakemake, write_config
 
@@ -103,3 +104,16 @@ def test_xavier_runs_need_neither_the_pretrained_download_nor_its_extraction(tmp
         ["results/sst2_glove/Pretrained/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path))
     assert "results/sst2_glove/pretrained_encoder.npy" in glove and any("glove.840B" in p for p in glove)
 
+
+
+def test_gpu_profiles_can_pack_training_jobs_on_one_gpu(tmp_path):
+    """local-gpu: k = gpu_jobs training jobs share the GPU; slurm: a job can take a GPU shard instead."""
+    local = run_snakemake(["results/table1.csv", "-n", "--profile", str(REPO / "profiles/local-gpu")], cwd=tmp_path)
+    profile = yaml.safe_load((REPO / "profiles/local-gpu/config.yaml").read_text())
+    assert profile["resources"] == {"gpu_jobs": 4}  # no `gpu` limit: k jobs run at once on the one GPU
+    train = [b for b in local.stdout.split("\nrule ") if b.startswith("train:")]
+    assert train and all("gpu_jobs=1" in re.search(r"resources: (.*)", b).group(1) for b in train)
+    shard = run_snakemake(["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm"),
+                           "--set-resources", "train:gpu=0", "train:gres=shard:1"], cwd=tmp_path, timeout=300)
+    train = [b for b in shard.stdout.split("\nrule ") if b.startswith("train:")]
+    assert train and all("gres=shard:1" in re.search(r"resources: (.*)", b).group(1) for b in train)

@@ -125,12 +125,13 @@ class MultiHeadAttention(nn.Module):
     def _attend_with_cheap_dropout(self, q, k, v, keep, causal) -> torch.Tensor:
         """SDPA's arithmetic, spelled out so the attention weights take the cheap CPU dropout mask: SDPA draws
         its own with bernoulli_ on the CPU (docs/performance.md)."""
-        scores = q @ k.transpose(-2, -1) * (q.size(-1) ** -0.5)  # (B, heads, T, S)
+        scores = (q * q.size(-1) ** -0.5) @ k.transpose(-2, -1)  # (B, heads, T, S)
+        # masked in place: the product's output is not saved for its backward
         if keep is not None:
-            scores = scores.masked_fill(~keep, float("-inf"))
+            scores.masked_fill_(~keep, float("-inf"))
         if causal:
-            above = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
-            scores = scores.masked_fill(above, float("-inf"))
+            scores.masked_fill_(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1),
+                                float("-inf"))
         return self.dropout(scores.softmax(-1)) @ v
 
 
