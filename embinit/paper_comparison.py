@@ -454,7 +454,7 @@ def paper_comparison(results_dir, paper_tables, csv_path=None, md_path=None) -> 
     paper = read_paper_tables(paper_tables)
     ours, notes = our_cells(results_dir)
     table = compare(paper, ours)
-    md = (f"# Paper vs ours\n\nThe paper's numbers ({paper_tables}) beside ours ({results_dir}): {len(table)} cells "
+    md = (f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_tables).name}) beside ours ({results_dir}): {len(table)} cells "
           "with both values. Column names: `sigma` = σ over seeds (Tables 1, 3, 7) or of the layer's entries "
           "(Tables 2, 6, 8); `epoch` = mean best epoch; Table 3's `no/yes` = embedding trainable / position "
           "encoding. Seeds: the seeds behind our value.\n\n"

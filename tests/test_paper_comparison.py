@@ -162,6 +162,7 @@ def test_our_tables_match_the_papers_rows_and_columns(tmp_path):
     md = (out / "paper_comparison.md").read_text()
     assert all(f"Table {n}: {out / f'table{n}.csv'} is missing; skipped." in md for n in (6, 7, 8))
     assert f"{len(csv)} cells with both values" in md and "| GloVe / Xavier | SST2 acc | 82.7 | 81 | 2 |" in md
+    assert f"The paper's numbers ({PAPER.name})" in md and str(PAPER.parent) not in md  # no machine's path
 
 
 def test_table5_with_the_older_minutes_column(tmp_path):
