@@ -2,7 +2,8 @@
 
 Both decode the same sentences with the same untrained D-dim translator (Multi30k vocabulary sizes; an
 untrained model rarely says <eos>, so every sentence runs to its length limit: the worst case, and the
-common one in early epochs). Rounds alternate old / new in one process; the outputs must be identical.
+common one in early epochs). Rounds alternate old / new in one process; the outputs must be identical (where
+fp32 rounding flips a near-tie of the untrained logits, in float64).
 The last line is `ratio: X`, new speed over old.
 
   python bench/decode.py [--quick] [--dim 300] [--data data/tokenized/multi30k/spacy] [--threads 2]
@@ -79,9 +80,19 @@ def main() -> None:
             outputs[name], took = decode_all(generate, model, data, args.batch_size, args.max_extra)
             seconds[name].append(took)
             print(f"{name}: {took:.2f} s ({sum(map(len, outputs[name])) / took:,.0f} generated tokens/s)")
-    if outputs["old"] != outputs["new"]:
-        raise SystemExit("outputs differ: the cached decoder is wrong")
-    print("outputs identical")
+    differ = [i for i, (a, b) in enumerate(zip(outputs["old"], outputs["new"])) if a != b]
+    if differ:
+        # An untrained model's logits nearly tie, so fp32 rounding (other matrix shapes) can flip an argmax.
+        # Exact logic gives the same ids in float64 too; a wrong cache would not.
+        data.src, data.tgt = [data.src[i] for i in differ], [data.tgt[i] for i in differ]
+        exact = {name: decode_all(generate, model.double(), data, args.batch_size, args.max_extra)[0]
+                 for name, generate in (("old", uncached_generate), ("new", Translator.generate))}
+        if exact["old"] != exact["new"]:
+            raise SystemExit("outputs differ in float64 too: the cached decoder is wrong")
+        print(f"outputs identical but for {len(differ)} of {len(outputs['old'])} sentences, where fp32 rounding "
+              "flips a near-tie; those are identical in float64")
+    else:
+        print("outputs identical")
     print(f"ratio: {np.median(seconds['old']) / np.median(seconds['new']):.2f}")
 
 
