@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import inspect
 import json
 import logging
+import pkgutil
 import random
 import sys
 import time
@@ -36,7 +38,8 @@ from tqdm import tqdm
 
 from embinit.batching import BucketBatchSampler, load_dataset, sorted_batches
 from embinit.io import atomic_path, sha256_of, write_text_atomic
-from embinit.models import Classifier, Translator, heads_for
+from embinit.config import heads_for
+from embinit.models import Classifier, Translator
 from embinit.vocab import BOS, EOS, PAD, SPECIALS
 
 log = logging.getLogger(__name__)
@@ -243,13 +246,18 @@ def input_files(spec: dict) -> dict[str, str]:
     return files
 
 
-def code_digest() -> str:
-    """sha256 of the training code (this module, batching, the models): a checkpoint of other code is stale."""
+def training_modules() -> list:
+    """The code a run's result depends on: this module, batching, and every module of embinit.models."""
+    import embinit.models
     from embinit import batching
-    from embinit.models import classifier, translator
 
-    modules = (sys.modules[__name__], batching, classifier, translator)
-    return hashlib.sha256("".join(inspect.getsource(m) for m in modules).encode()).hexdigest()
+    models = [importlib.import_module(f"embinit.models.{m.name}") for m in pkgutil.iter_modules(embinit.models.__path__)]
+    return [sys.modules[__name__], batching, embinit.models, *models]
+
+
+def code_digest() -> str:
+    """sha256 of the training code (`training_modules`): a checkpoint of other code is stale."""
+    return hashlib.sha256("".join(inspect.getsource(m) for m in training_modules()).encode()).hexdigest()
 
 
 def identity_of(spec: dict) -> dict:

@@ -7,7 +7,8 @@ import torch
 
 from conftest import REPO, SHARED_DATA, needs_shared
 from embinit.batching import TranslationData, pad
-from embinit.models import Classifier, Translator, heads_for
+from embinit.config import heads_for
+from embinit.models import Classifier, Translator
 from embinit.models import classifier, translator
 from embinit.posenc import sinusoidal_table
 from embinit.vocab import BOS, EOS, PAD

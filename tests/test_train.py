@@ -373,6 +373,17 @@ def test_checkpoint_of_other_training_code_is_discarded(toy, tmp_path, monkeypat
     assert "it was written for other setting code" in log and "resuming" not in log
 
 
+def test_the_code_digest_covers_every_model_module():
+    """A new module under embinit/models (the fused loss, say) changes a run's result, so its identity."""
+    import pkgutil
+
+    import embinit.models
+
+    covered = {m.__name__ for m in train.training_modules()}
+    assert {f"embinit.models.{m.name}" for m in pkgutil.iter_modules(embinit.models.__path__)} <= covered
+    assert {"embinit.models.loss", "embinit.models.translator", "embinit.train", "embinit.batching"} <= covered
+
+
 def test_without_valid_bleu_a_run_decodes_only_the_test_split(reference_run, toy, tmp_path, monkeypatch):
     """valid_bleu off: the same training and selection (validation loss), no greedy validation decoding."""
     calls = []

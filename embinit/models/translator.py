@@ -20,12 +20,6 @@ from embinit.vocab import BOS, EOS, PAD
 POS_ENCODINGS = ("sinusoidal", "learned", "none")
 
 
-def heads_for(model_cfg: dict, dim: int) -> int:
-    """`model.heads`, unless `model.heads_by_dim` names this D (the paper uses 10 heads for D = 300)."""
-    by_dim = {int(k): v for k, v in (model_cfg.get("heads_by_dim") or {}).items()}
-    return by_dim.get(dim, model_cfg["heads"])
-
-
 class Dropout(nn.Module):
     """Inverted dropout, as nn.Dropout, with a cheaper mask on the CPU.
 
