@@ -32,7 +32,7 @@ include: "rules/comparison.smk"
 
 
 rule all:
-    """Every table and the figure of the configured run_blocks."""
+    """The outputs config `outputs` names, for the configured run_blocks."""
     input:
         rules.paper.input,
 
@@ -41,3 +41,10 @@ rule vocabularies:
     """Tokenized splits and vocabularies of the run_blocks."""
     input:
         vocabulary_targets(config["run_blocks"]),
+
+
+onsuccess:
+    print(f"\nDone. Tables (CSV for code, Markdown to read) are in {RES}/: " + ", ".join(config["outputs"]) + ".")
+    print(f"Start with {RES}/paper_comparison.md (ours beside the paper's, finding by finding).")
+    print("Next: the full offline run, --configfile config/offline-cpu.yaml (about an hour on 2 cores), or the "
+          "paper's grid with internet and a GPU: snakemake --profile profiles/slurm results/table1.csv")

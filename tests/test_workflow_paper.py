@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, planned_outputs, run_snakemake, write_config
+from conftest import REPO, SHARED_DATA, needs_shared, planned_outputs, run_snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -117,3 +117,14 @@ def test_gpu_profiles_can_pack_training_jobs_on_one_gpu(tmp_path):
                            "--set-resources", "train:gpu=0", "train:gres=shard:1"], cwd=tmp_path, timeout=300)
     train = [b for b in shard.stdout.split("\nrule ") if b.startswith("train:")]
     assert train and all("gres=shard:1" in re.search(r"resources: (.*)", b).group(1) for b in train)
+
+
+@needs_shared
+def test_first_run_config_trains_only_sst2_and_builds_its_outputs(tmp_path):
+    """README command 1: config/first-run.yaml plans 9 SST-2 runs and none of Multi30k's (`outputs` subset)."""
+    plan = planned_outputs(run_snakemake(["-n", "--configfile", str(REPO / "config/first-run.yaml"),
+                                          "--config", f"mirror={SHARED_DATA}"], cwd=tmp_path))
+    runs = {p for p in plan if p.endswith("/final.json")}
+    assert len(runs) == 9 and all(p.startswith("results/first-run/sst2_glove6b50d/") for p in runs)
+    assert {f"results/first-run/{n}.csv" for n in ("table1", "table2", "table4", "table6", "paper_comparison")} <= plan
+    assert not {p for p in plan if "table3" in p or "figure1" in p or "table7" in p}
