@@ -73,3 +73,24 @@ def planned_outputs(proc) -> set[str]:
     """Every output file a `snakemake -n` run lists (its "output:" lines)."""
     return {f for line in proc.stdout.splitlines() if line.strip().startswith("output:")
             for f in re.split(r",\s*", line.split("output:", 1)[1].strip())}
+
+
+STAND_IN = "GloVe-6B-50d (stand-in for GloVe 840B)"
+TABLES_CONFIG = {  # a config for embinit.tables / paper_comparison on fabricated runs
+    "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"],
+    "sources": {"glove6b50d": {"display": STAND_IN}, "bert": {"display": "BERT"}},
+    "blocks": {
+        "sst2_glove6b50d": {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe"},
+        "sst2_bert": {"task": "sst2", "sources": {"encoder": "bert"}, "family": "BERT"},
+        "mnli_bert": {"task": "mnli", "sources": {"encoder": "bert"}, "family": "BERT"},
+        "multi30k_glove6b50d": {"task": "multi30k", "sources": {"encoder": None, "decoder": "glove6b50d"},
+                                "family": "GloVe"},
+    },
+    "variants": {"base": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
+                 "frozen": {"pos_encoding": "sinusoidal", "embedding_trainable": False},
+                 "nopos": {"pos_encoding": "none", "embedding_trainable": True},
+                 "nopos_frozen": {"pos_encoding": "none", "embedding_trainable": False}},
+    "table3": {"block": "multi30k_glove6b50d", "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],
+               "variants": ["nopos_frozen", "nopos", "frozen", "base"]},  # the paper's row order
+    "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
+}

@@ -6,26 +6,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from conftest import STAND_IN
+from conftest import TABLES_CONFIG as CONFIG
 from embinit import tables
 
-STAND_IN = "GloVe-6B-50d (stand-in for GloVe 840B)"
-CONFIG = {
-    "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"],
-    "sources": {"glove6b50d": {"display": STAND_IN}, "bert": {"display": "BERT"}},
-    "blocks": {
-        "sst2_glove6b50d": {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe"},
-        "mnli_bert": {"task": "mnli", "sources": {"encoder": "bert"}, "family": "BERT"},
-        "multi30k_glove6b50d": {"task": "multi30k", "sources": {"encoder": None, "decoder": "glove6b50d"},
-                                "family": "GloVe"},
-    },
-    "variants": {"base": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
-                 "frozen": {"pos_encoding": "sinusoidal", "embedding_trainable": False},
-                 "nopos": {"pos_encoding": "none", "embedding_trainable": True},
-                 "nopos_frozen": {"pos_encoding": "none", "embedding_trainable": False}},
-    "table3": {"block": "multi30k_glove6b50d", "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],
-               "variants": ["nopos_frozen", "nopos", "frozen", "base"]},  # the paper's row order
-    "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
-}
 TASKS = {"sst2": "classification", "mnli": "classification", "multi30k": "translation"}
 
 
