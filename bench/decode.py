@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from embinit.batching import TranslationData, sorted_batches
-from embinit.models import Translator
+from embinit.models import ModelConfig, Translator
 from embinit.vocab import BOS, EOS, PAD
 from train_throughput import N_SRC, N_TGT, synthetic_pairs, xavier
 
@@ -32,7 +32,7 @@ def uncached_generate(model: Translator, src: torch.Tensor, max_extra: int) -> t
     out = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for step in range(1, min(int(limits.max()), model.max_len - 1) + 1):
-        token = model.generator(model.decode(out, memory, keep)[:, -1]).argmax(-1).masked_fill(done, PAD)
+        token = model.output(model.decode(out, memory, keep)[:, -1]).argmax(-1).masked_fill(done, PAD)
         out = torch.cat([out, token[:, None]], dim=1)
         done |= (token == EOS) | (step >= limits)
         if done.all():
@@ -70,7 +70,7 @@ def main() -> None:
         data, origin = TranslationData(path, max_len=256), "synthetic Multi30k-like pairs"
     if args.quick:
         data.src, data.tgt = data.src[:48], data.tgt[:48]
-    model = Translator(xavier(N_SRC, args.dim), xavier(N_TGT, args.dim), heads=10).eval()
+    model = Translator(xavier(N_SRC, args.dim), xavier(N_TGT, args.dim), ModelConfig(heads=10)).eval()
     print(f"{len(data.src)} sentences ({origin}), D = {args.dim}, {torch.get_num_threads()} threads")
 
     seconds = {"old": [], "new": []}

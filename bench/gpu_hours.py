@@ -24,7 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from embinit.batching import BucketBatchSampler, TranslationData
 from embinit.config import load
-from embinit.models import Translator
+from embinit.models import ModelConfig, Translator
 from embinit.paper_comparison import paper_source, read_paper_tables
 from embinit.tables import TASK_DISPLAY
 from embinit.train import batch_loss
@@ -49,7 +49,7 @@ def flops_and_tokens_per_epoch() -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         synthetic_pairs(Path(tmp) / "train.parquet", 29000, 0)
         data = TranslationData(Path(tmp) / "train.parquet", MAX_LEN)
-    model = Translator(xavier(N_SRC, 300), xavier(N_TGT, 300), heads=10)
+    model = Translator(xavier(N_SRC, 300), xavier(N_TGT, 300), ModelConfig(heads=10))
     batches = [b for b, _ in zip(BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(0)),
                                  range(10))]
     with FlopCounterMode(display=False) as counter:

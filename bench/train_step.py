@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from embinit.batching import BucketBatchSampler, TranslationData
-from embinit.models import Translator
-from embinit.models.translator import Dropout, MultiHeadAttention
+from embinit.models import ModelConfig, Translator
+from embinit.models.layers import Dropout, MultiHeadAttention
 from embinit.train import adam, batch_loss
 from embinit.vocab import PAD
 from train_throughput import BATCH, MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
@@ -144,7 +144,7 @@ def main() -> None:
     data, source = load_data(args.data, args.seed)
     sampler = BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(args.seed))
     batches = [b for b, _ in zip(sampler, range(args.warmup + args.rounds * args.steps))]
-    new = Translator(xavier(N_SRC, args.dim), xavier(N_TGT, args.dim), heads=heads)
+    new = Translator(xavier(N_SRC, args.dim), xavier(N_TGT, args.dim), ModelConfig(heads=heads))
     old = as_old(new)
     loops = {"old": (old, old_adam(old)), "new": (new, adam(new, 2e-4, ADAM))}
 

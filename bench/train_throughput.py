@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from embinit.batching import BucketBatchSampler, TranslationData, pad
 from embinit.posenc import sinusoidal_table
-from embinit.models import Translator
+from embinit.models import ModelConfig, Translator
 from embinit.train import pick_device, train_epoch
 from embinit.vocab import BOS, EOS, PAD
 
@@ -135,7 +135,7 @@ def main() -> None:
             data, source = TranslationData(Path(tmp) / "train.parquet", MAX_LEN), "synthetic Multi30k-like"
     n = args.warmup + args.steps
 
-    model = Translator(xavier(N_SRC, DIM), xavier(N_TGT, DIM), heads=HEADS, ffn_dim=FFN, layers=LAYERS).to(device)
+    model = Translator(xavier(N_SRC, DIM), xavier(N_TGT, DIM), ModelConfig(heads=HEADS, ffn_dim=FFN, layers=LAYERS)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-4, betas=(0.9, 0.98), eps=1e-9)
     sampler = BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(args.seed))
     batches = [b for b, _ in zip(sampler, range(n))]

@@ -57,6 +57,7 @@ def check(config: dict) -> None:
     where it is used."""
     from embinit.embeddings import MISSING_POLICIES
     from embinit.initializers import INITIALIZERS as REGISTRY
+    from embinit.models.position import POSITION_ENCODINGS
 
     if config["mirror"] is not None and not Path(config["mirror"]).is_dir():
         raise ConfigError(f"config key mirror: directory {config['mirror']!r} does not exist")
@@ -66,6 +67,8 @@ def check(config: dict) -> None:
         _require(name, REGISTRY, f"initializer_params.{name}")
         _check_params(REGISTRY[name], params, f"initializer_params.{name}")
     _require(config["embeddings"]["missing"], MISSING_POLICIES, "embeddings.missing")
+    for name, variant in config["variants"].items():
+        _require(variant["pos_encoding"], POSITION_ENCODINGS, f"variants.{name}.pos_encoding")
     for i, block in enumerate(config["run_blocks"]):
         _require(block, config["blocks"], f"run_blocks[{i}]")
     for name, task in config["tasks"].items():

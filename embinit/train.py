@@ -38,8 +38,7 @@ from tqdm import tqdm
 
 from embinit.batching import BucketBatchSampler, load_dataset, sorted_batches
 from embinit.io import atomic_path, sha256_of, write_text_atomic
-from embinit.config import heads_for
-from embinit.models import Classifier, Translator
+from embinit.models import Classifier, ModelConfig, Translator
 from embinit.vocab import BOS, EOS, PAD, SPECIALS
 
 log = logging.getLogger(__name__)
@@ -64,15 +63,10 @@ def autocast(device: torch.device, bf16: bool):
 
 
 def build_model(spec: dict, embeddings: dict[str, np.ndarray]) -> nn.Module:
-    model_cfg, variant = spec["model"], spec["variant"]
-    dim = embeddings["encoder"].shape[1]
-    sizes = dict(heads=heads_for(model_cfg, dim), ffn_dim=model_cfg["ffn_dim"], layers=model_cfg["layers"],
-                 dropout=model_cfg["dropout"], pos_encoding=variant["pos_encoding"],
-                 pos_base=model_cfg.get("pos_base", 10000), max_len=model_cfg["max_len"],
-                 embedding_trainable=variant["embedding_trainable"])
+    config = ModelConfig.from_config(spec["model"], spec["variant"], embeddings["encoder"].shape[1])
     if spec["kind"] == "translation":
-        return Translator(embeddings["encoder"], embeddings["decoder"], **sizes)
-    return Classifier(embeddings["encoder"], spec["num_classes"], **sizes)
+        return Translator(embeddings["encoder"], embeddings["decoder"], config)
+    return Classifier(embeddings["encoder"], spec["num_classes"], config)
 
 
 def batch_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device

@@ -8,8 +8,8 @@ import torch
 from conftest import REPO, SHARED_DATA, needs_shared
 from embinit.batching import TranslationData, pad
 from embinit.config import heads_for
-from embinit.models import Classifier, Translator
-from embinit.models import classifier, translator
+from closed_forms import classifier_parameters, translator_parameters
+from embinit.models import Classifier, ModelConfig, Translator
 from embinit.posenc import sinusoidal_table
 from embinit.vocab import BOS, EOS, PAD
 
@@ -22,31 +22,31 @@ def matrix(n, dim, seed=0):
 
 @pytest.mark.parametrize("pos_encoding", ["sinusoidal", "learned", "none"])
 def test_parameter_counts_match_closed_forms(pos_encoding):
-    model = Translator(matrix(30, 16), matrix(20, 16), pos_encoding=pos_encoding, **SMALL)
-    assert model.num_parameters() == translator.expected_parameters(
+    model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(pos_encoding=pos_encoding, **SMALL))
+    assert model.num_parameters() == translator_parameters(
         30, 20, 16, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32)
-    model = Classifier(matrix(30, 16), 3, pos_encoding=pos_encoding, **SMALL)
-    assert model.num_parameters() == classifier.expected_parameters(
+    model = Classifier(matrix(30, 16), 3, ModelConfig(pos_encoding=pos_encoding, **SMALL))
+    assert model.num_parameters() == classifier_parameters(
         30, 16, 3, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32)
 
 
 def test_multi30k_glove_translator_has_about_11m_parameters():
     heads = heads_for({"heads": 8, "heads_by_dim": {300: 10}}, 300)
     assert heads == 10
-    model = Translator(matrix(7853, 300), matrix(5893, 300), heads=heads, ffn_dim=512, layers=3)
+    model = Translator(matrix(7853, 300), matrix(5893, 300), ModelConfig(heads=heads, ffn_dim=512, layers=3))
     count = model.num_parameters()
-    assert count == translator.expected_parameters(7853, 5893, 300) == 11_005_465
+    assert count == translator_parameters(7853, 5893, 300) == 11_005_465
     assert abs(count - 11.0e6) <= 0.03 * 11.0e6
 
 
 def test_non_embedding_weights_are_xavier_and_embeddings_are_copied():
     emb = matrix(30, 16)
-    model = Translator(emb, matrix(20, 16), pos_encoding="sinusoidal", **SMALL)
-    assert torch.equal(model.src_input.embedding.weight, torch.from_numpy(emb))
-    weight = model.encoder[0].ffn[0].weight  # Linear(16, 24)
+    model = Translator(emb, matrix(20, 16), ModelConfig(pos_encoding="sinusoidal", **SMALL))
+    assert torch.equal(model.encoder.input.embedding.weight, torch.from_numpy(emb))
+    weight = model.encoder.layers[0].ffn[0].weight  # Linear(16, 24)
     assert weight.abs().max() <= np.sqrt(6 / (16 + 24))
-    assert torch.count_nonzero(model.encoder[0].ffn[0].bias) == 0
-    assert torch.equal(model.src_input.positions, torch.from_numpy(sinusoidal_table(32, 16)))
+    assert torch.count_nonzero(model.encoder.layers[0].ffn[0].bias) == 0
+    assert torch.equal(model.encoder.input.position.table, torch.from_numpy(sinusoidal_table(32, 16)))
 
 
 def test_sinusoidal_table_layout():
@@ -61,13 +61,13 @@ def test_without_position_encoding_the_encoder_is_permutation_equivariant():
     torch.manual_seed(0)
     ids = torch.randint(4, 30, (3, 9))
     perm = torch.randperm(9)
-    model = Translator(matrix(30, 16), matrix(20, 16), pos_encoding="none", **SMALL).eval()
+    model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(pos_encoding="none", **SMALL)).eval()
     out, _ = model.encode(ids)
     out_perm, _ = model.encode(ids[:, perm])
     torch.testing.assert_close(out_perm, out[:, perm])
-    model = Classifier(matrix(30, 16), 3, pos_encoding="none", **SMALL).eval()
+    model = Classifier(matrix(30, 16), 3, ModelConfig(pos_encoding="none", **SMALL)).eval()
     torch.testing.assert_close(model(ids[:, perm]), model(ids))  # mean pooling: invariant
-    with_pos = Translator(matrix(30, 16), matrix(20, 16), pos_encoding="sinusoidal", **SMALL).eval()
+    with_pos = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(pos_encoding="sinusoidal", **SMALL)).eval()
     assert not torch.allclose(with_pos.encode(ids[:, perm])[0], with_pos.encode(ids)[0][:, perm])
 
 
@@ -77,9 +77,9 @@ def test_padding_does_not_change_real_positions():
     tgt = torch.randint(4, 20, (1, 5))
     padded_src = torch.cat([src, torch.ones(1, 3, dtype=torch.long)], 1)
     padded_tgt = torch.cat([tgt, torch.ones(1, 2, dtype=torch.long)], 1)
-    model = Translator(matrix(30, 16), matrix(20, 16), **SMALL).eval()
+    model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(**SMALL)).eval()
     torch.testing.assert_close(model(padded_src, padded_tgt)[:, :5], model(src, tgt))
-    model = Classifier(matrix(30, 16), 3, **SMALL).eval()
+    model = Classifier(matrix(30, 16), 3, ModelConfig(**SMALL)).eval()
     torch.testing.assert_close(model(padded_src), model(src))
 
 
@@ -89,19 +89,19 @@ def test_decoder_is_causal():
     tgt = torch.randint(4, 20, (2, 5))
     changed = tgt.clone()
     changed[:, 3:] = 5
-    model = Translator(matrix(30, 16), matrix(20, 16), **SMALL).eval()
+    model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(**SMALL)).eval()
     torch.testing.assert_close(model(src, changed)[:, :3], model(src, tgt)[:, :3])
 
 
 def test_frozen_embedding_has_no_gradient():
-    model = Translator(matrix(30, 16), matrix(20, 16), embedding_trainable=False, **SMALL)
-    assert not model.src_input.embedding.weight.requires_grad
-    assert not model.tgt_input.embedding.weight.requires_grad
-    assert model.generator.weight.requires_grad
+    model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(embedding_trainable=False, **SMALL))
+    assert not model.encoder.input.embedding.weight.requires_grad
+    assert not model.decoder_input.embedding.weight.requires_grad
+    assert model.output.weight.requires_grad
 
 
 def test_cpu_dropout_drops_p_and_keeps_the_mean_in_training_only():
-    from embinit.models.translator import Dropout
+    from embinit.models.layers import Dropout
 
     x = torch.ones(400, 500)
     layer = Dropout(0.1).train()
@@ -136,7 +136,7 @@ def _sources(rng, n, vocab):
 def test_cached_generate_equals_the_uncached_decoder_on_random_models(pos_encoding, seed):
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = Translator(matrix(40, 16, seed), matrix(30, 16, seed + 1), pos_encoding=pos_encoding, **SMALL).eval()
+    model = Translator(matrix(40, 16, seed), matrix(30, 16, seed + 1), ModelConfig(pos_encoding=pos_encoding, **SMALL)).eval()
     src = _sources(rng, 9, 40)
     cached = model.generate(src, max_extra=5)
     assert torch.equal(cached, _uncached_generate()(model, src, max_extra=5))
@@ -144,10 +144,10 @@ def test_cached_generate_equals_the_uncached_decoder_on_random_models(pos_encodi
 
 
 def test_generate_stops_at_eos_and_pads_finished_sentences():
-    model = Translator(matrix(40, 16), matrix(30, 16), **SMALL).eval()
+    model = Translator(matrix(40, 16), matrix(30, 16), ModelConfig(**SMALL)).eval()
     with torch.no_grad():
-        model.generator.bias.fill_(-1e4)
-        model.generator.bias[EOS] = 1e4  # every sentence ends at once
+        model.output.bias.fill_(-1e4)
+        model.output.bias[EOS] = 1e4  # every sentence ends at once
     out = model.generate(_sources(np.random.default_rng(0), 4, 40), max_extra=5)
     assert out.tolist() == [[EOS]] * 4
 
@@ -170,8 +170,34 @@ def test_cached_generate_equals_the_uncached_decoder_on_real_multi30k_ids(tmp_pa
     data = TranslationData(tokenized["valid"], max_len=256)
     src = pad(data.src[:24])
     torch.manual_seed(0)
-    model = Translator(matrix(sizes["encoder"], 300), matrix(sizes["decoder"], 300) * 0.05, heads=10).eval()
+    model = Translator(matrix(sizes["encoder"], 300), matrix(sizes["decoder"], 300) * 0.05, ModelConfig(heads=10)).eval()
     # float64: an untrained model's logits nearly tie, and fp32 rounding (other matrix shapes in the two decoders)
     # can flip an argmax on some CPUs (bench/decode.py saw 1 of 1,014 sentences); the logic must agree exactly
     model = model.double()
     assert torch.equal(model.generate(src, max_extra=10), _uncached_generate()(model, src, max_extra=10))
+
+
+def test_a_position_encoding_is_one_registered_class_and_one_config_value(monkeypatch):
+    """Adding one: a @register class in embinit.models.position; the config check and the models accept it."""
+    from conftest import load_default_config
+    from embinit.config import ConfigError, check
+    from embinit.models import position
+
+    class Constant(torch.nn.Module):
+        def __init__(self, dim, config):
+            super().__init__()
+
+        def forward(self, x, start=0):
+            return x + 1.0
+
+    monkeypatch.setitem(position.POSITION_ENCODINGS, "constant", Constant)  # what @position.register does
+    config = load_default_config()
+    config["variants"]["shifted"] = {"pos_encoding": "constant", "embedding_trainable": True}
+    check(config)
+    model = Classifier(matrix(30, 16), 3, ModelConfig(pos_encoding="constant", dropout=0.0, heads=2)).eval()
+    ids = torch.tensor([[BOS, 5, 6, EOS]])
+    expected = model.encoder.input.embedding(ids) * 4.0 + 1.0
+    assert torch.equal(model.encoder.input(ids), expected)
+    config["variants"]["shifted"]["pos_encoding"] = "rotery"
+    with pytest.raises(ConfigError, match="variants.shifted.pos_encoding: unknown name 'rotery'"):
+        check(config)

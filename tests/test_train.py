@@ -14,7 +14,7 @@ import torch
 
 from embinit import train
 from embinit.batching import BucketBatchSampler, TranslationData, truncate
-from embinit.models.translator import expected_parameters
+from closed_forms import translator_parameters
 from embinit.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
 TIMING = ["train_seconds", "valid_seconds", "tokens_per_second"]
@@ -112,7 +112,7 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
     assert json.loads((out / "final.json").read_text()) == final
     best = metrics.loc[metrics["valid_loss"].idxmin()]
     assert final["best_epoch"] == best["epoch"] and final["best_valid_loss"] == best["valid_loss"]
-    assert final["params"] == expected_parameters(4 + WORDS, 4 + WORDS, DIM, ffn_dim=32, layers=1)
+    assert final["params"] == translator_parameters(4 + WORDS, 4 + WORDS, DIM, ffn_dim=32, layers=1)
     assert final["vocab_sizes"] == {"encoder": 4 + WORDS, "decoder": 4 + WORDS}
     assert final["train_size"] == 128 and final["test_size"] == 16
     assert final["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
@@ -295,7 +295,7 @@ def test_frozen_embedding_stays_bit_identical(toy, tmp_path, trainable):
     spec = make_spec(toy, epochs=1, variant={"pos_encoding": "sinusoidal", "embedding_trainable": trainable})
     final = train.train_run(spec, tmp_path)
     weights = torch.load(tmp_path / "checkpoint.pt", weights_only=True)["model"]
-    for side, key in [("encoder", "src_input"), ("decoder", "tgt_input")]:
+    for side, key in [("encoder", "encoder.input"), ("decoder", "decoder_input")]:
         start = torch.from_numpy(np.load(toy / f"emb_{side}.npy"))
         assert torch.equal(weights[f"{key}.embedding.weight"], start) is not trainable
     assert final["trainable_params"] == final["params"] - (0 if trainable else 2 * (4 + WORDS) * DIM)

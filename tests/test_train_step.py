@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from embinit.batching import pad
-from embinit.models import Classifier, Translator
+from embinit.models import Classifier, ModelConfig, Translator
 from embinit.models.loss import linear_cross_entropy
 from embinit.train import adam, autocast, batch_loss
 from embinit.vocab import BOS, EOS, PAD
@@ -52,7 +52,7 @@ def test_linear_cross_entropy_matches_the_full_logits_loss_and_gradients(rows):
 
 
 def test_attention_with_the_cheap_dropout_mask_is_sdpa_when_nothing_is_dropped():
-    model = Translator(matrix(30, 16, 0), matrix(40, 16, 1), heads=4, dropout=0.0)
+    model = Translator(matrix(30, 16, 0), matrix(40, 16, 1), ModelConfig(heads=4, dropout=0.0))
     attention = model.decoder[0].self_attention
     x = torch.randn(3, 7, 16)
     q, (k, v) = attention.split(attention.query(x)), attention.keys_values(x)
@@ -64,8 +64,8 @@ def test_attention_with_the_cheap_dropout_mask_is_sdpa_when_nothing_is_dropped()
 
 
 def test_attention_dropout_drops_weights_in_training_only():
-    model = Translator(matrix(30, 16, 0), matrix(40, 16, 1), heads=4, dropout=0.5)
-    attention = model.encoder[0].attention
+    model = Translator(matrix(30, 16, 0), matrix(40, 16, 1), ModelConfig(heads=4, dropout=0.5))
+    attention = model.encoder.layers[0].attention
     x = torch.randn(2, 9, 16)
     attention.eval()
     assert torch.equal(attention(x, x), attention(x, x))
@@ -103,7 +103,7 @@ def _new_step_losses(model, batches, steps):
 
 def test_lean_translation_step_gives_the_old_steps_losses_and_gradients_without_dropout():
     rng = np.random.default_rng(0)
-    old = Translator(matrix(60, 20, 0), matrix(70, 20, 1), heads=4, dropout=0.0)
+    old = Translator(matrix(60, 20, 0), matrix(70, 20, 1), ModelConfig(heads=4, dropout=0.0))
     new = copy.deepcopy(old)
     batches = [random_pairs(rng, 8, 60, 70) for _ in range(3)]
     # the first step's gradients, before Adam's normalization can amplify rounding (a gradient that is 0 but
@@ -120,7 +120,7 @@ def test_lean_translation_step_gives_the_old_steps_losses_and_gradients_without_
 
 
 def test_classifier_loss_is_the_summed_cross_entropy():
-    model = Classifier(matrix(30, 16, 0), 3, heads=4, dropout=0.0)
+    model = Classifier(matrix(30, 16, 0), 3, ModelConfig(heads=4, dropout=0.0))
     ids, labels = pad([np.array([BOS, 5, 6, EOS]), np.array([BOS, 7, EOS])]), torch.tensor([2, 0])
     loss, n = batch_loss(model, (ids, labels), CPU)
     assert n == 2
@@ -130,7 +130,7 @@ def test_classifier_loss_is_the_summed_cross_entropy():
 def test_bf16_autocast_step_and_decoding_run_on_the_cpu():
     """The CUDA mixed-precision path, exercised through CPU autocast so that a dtype mistake shows here."""
     rng = np.random.default_rng(1)
-    model = Translator(matrix(60, 16, 0), matrix(70, 16, 1), heads=4)
+    model = Translator(matrix(60, 16, 0), matrix(70, 16, 1), ModelConfig(heads=4))
     fp32 = copy.deepcopy(model)
     src, tgt = random_pairs(rng, 6, 60, 70)
     with autocast(CPU, True):

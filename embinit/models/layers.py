@@ -1,0 +1,199 @@
+"""The transformer's building blocks (Vaswani et al. 2017, SPEC section 3), shared by both models.
+
+Post-LN layers, ReLU feed-forward of width `ffn_dim`, dropout; attention through
+F.scaled_dot_product_attention except where the cheap CPU dropout mask needs the weights.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from embinit.models.config import ModelConfig
+from embinit.models.position import POSITION_ENCODINGS
+from embinit.vocab import PAD
+
+
+class Dropout(nn.Module):
+    """Inverted dropout, as nn.Dropout, with a cheaper mask on the CPU.
+
+    torch's CPU bernoulli_ dominates a small model's forward pass (about 3x the cost of drawing a quarter as
+    many int64 numbers and reading them as 16-bit slices; docs/performance.md). Drop probability is
+    round(p * 65536) / 65536 (0.100006 for p = 0.1). On CUDA this is plain F.dropout.
+    """
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+        self.threshold = round(p * 65536) - 32768  # int16 values below it are dropped
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        if x.device.type != "cpu":
+            return F.dropout(x, self.p, training=True)
+        n = x.numel()
+        draws = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
+        keep = draws.view(torch.int16)[:n].view(x.shape) >= self.threshold
+        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))  # one float mask: one multiply each way
+
+
+class TokenInput(nn.Module):
+    """Token embedding x sqrt(D) plus the position encoding, then dropout.
+
+    The embedding starts from the given N x D matrix (the initializer under study) and is frozen unless
+    `config.embedding_trainable`; the position encoding is `config.pos_encoding` (embinit.models.position).
+    """
+
+    def __init__(self, embedding: np.ndarray, config: ModelConfig):
+        super().__init__()
+        if config.pos_encoding not in POSITION_ENCODINGS:
+            raise ValueError(f"pos_encoding must be one of {sorted(POSITION_ENCODINGS)}, not {config.pos_encoding!r}")
+        dim = embedding.shape[1]
+        self.scale = math.sqrt(dim)
+        self.embedding = nn.Embedding.from_pretrained(torch.tensor(embedding, dtype=torch.float32),
+                                                      freeze=not config.embedding_trainable)
+        self.position = POSITION_ENCODINGS[config.pos_encoding](dim, config)
+        self.dropout = Dropout(config.dropout)
+
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """(B, T) ids at positions start .. start + T - 1 -> (B, T, D)."""
+        return self.dropout(self.position(self.embedding(ids) * self.scale, start))
+
+
+class Encoder(nn.Module):
+    """Token input and a stack of encoder layers: the translator's source side, and all of the classifier."""
+
+    def __init__(self, embedding: np.ndarray, config: ModelConfig):
+        super().__init__()
+        self.input = TokenInput(embedding, config)
+        self.layers = nn.ModuleList(EncoderLayer(embedding.shape[1], config) for _ in range(config.layers))
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, S) ids -> states (B, S, D) and keep (B, 1, 1, S), True at real (non-pad) tokens."""
+        keep = key_padding(ids)
+        x = self.input(ids)
+        for layer in self.layers:
+            x = layer(x, keep)
+        return x, keep
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, dim: int, heads: int, dropout: float):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"d_model {dim} is not divisible by {heads} heads")
+        self.heads = heads
+        self.dropout = Dropout(dropout)  # on the attention weights
+        self.query = nn.Linear(dim, dim)
+        self.key = nn.Linear(dim, dim)
+        self.value = nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor, keep: torch.Tensor | None = None,
+                causal: bool = False) -> torch.Tensor:
+        """x attends to context; `keep` (B, 1, 1, S) is True for context positions that are not padding."""
+        return self.attend(x, *self.keys_values(context), keep, causal)
+
+    def split(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, heads, T, D / heads)."""
+        return t.view(t.size(0), t.size(1), self.heads, -1).transpose(1, 2)
+
+    def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The context's keys and values, (B, heads, S, D / heads) each: computed once, reused by decoding."""
+        return self.split(self.key(context)), self.split(self.value(context))
+
+    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
+               causal: bool = False) -> torch.Tensor:
+        batch, length, dim = x.shape
+        q = self.split(self.query(x))  # (B, heads, T, D / heads)
+        if self.training and self.dropout.p > 0 and x.device.type == "cpu":
+            y = self._attend_with_cheap_dropout(q, k, v, keep, causal)
+        else:
+            p = self.dropout.p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal, dropout_p=p)
+        return self.out(y.transpose(1, 2).reshape(batch, length, dim))
+
+    def _attend_with_cheap_dropout(self, q, k, v, keep, causal) -> torch.Tensor:
+        """SDPA's arithmetic, spelled out so the attention weights take the cheap CPU dropout mask: SDPA draws
+        its own with bernoulli_ on the CPU (docs/performance.md)."""
+        scores = (q * q.size(-1) ** -0.5) @ k.transpose(-2, -1)  # (B, heads, T, S)
+        # masked in place: the product's output is not saved for its backward
+        if keep is not None:
+            scores.masked_fill_(~keep, float("-inf"))
+        if causal:
+            scores.masked_fill_(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1),
+                                float("-inf"))
+        return self.dropout(scores.softmax(-1)) @ v
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, dim: int, ffn_dim: int, dropout: float):
+        super().__init__(nn.Linear(dim, ffn_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ffn_dim, dim))
+
+
+class EncoderLayer(nn.Module):
+    """Post-LN: x = LN(x + Dropout(Sublayer(x))) for self-attention, then the feed-forward block."""
+
+    def __init__(self, dim: int, config: ModelConfig):
+        super().__init__()
+        self.attention = MultiHeadAttention(dim, config.heads, config.dropout)
+        self.norm1 = nn.LayerNorm(dim)
+        self.ffn = FeedForward(dim, config.ffn_dim, config.dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        self.dropout = Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """x (B, S, D), keep (B, 1, 1, S) -> (B, S, D)."""
+        x = self.norm1(x + self.dropout(self.attention(x, x, keep)))
+        return self.norm2(x + self.dropout(self.ffn(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Post-LN: causal self-attention, attention over the encoder output, feed-forward."""
+
+    def __init__(self, dim: int, config: ModelConfig):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(dim, config.heads, config.dropout)
+        self.norm1 = nn.LayerNorm(dim)
+        self.cross_attention = MultiHeadAttention(dim, config.heads, config.dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        self.ffn = FeedForward(dim, config.ffn_dim, config.dropout)
+        self.norm3 = nn.LayerNorm(dim)
+        self.dropout = Dropout(config.dropout)
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, memory_keep: torch.Tensor) -> torch.Tensor:
+        """y (B, T, D) attends to itself causally and to memory (B, S, D) -> (B, T, D)."""
+        # Targets are right-padded, so the causal mask already hides every pad key from every real
+        # position; outputs at pad positions are ignored by the loss.
+        y = self.norm1(y + self.dropout(self.self_attention(y, y, causal=True)))
+        y = self.norm2(y + self.dropout(self.cross_attention(y, memory, memory_keep)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+
+    def step(self, y: torch.Tensor, cache: "LayerCache", memory_keep: torch.Tensor) -> torch.Tensor:
+        """The next position only: y (B, 1, D) attends to the earlier positions' keys and values in `cache`
+        (this position's are added) and to the encoder memory's, precomputed there."""
+        position = cache.length
+        cache.keys[:, :, position : position + 1], cache.values[:, :, position : position + 1] = (
+            self.self_attention.keys_values(y))
+        cache.length += 1
+        k, v = cache.keys[:, :, : cache.length], cache.values[:, :, : cache.length]
+        y = self.norm1(y + self.dropout(self.self_attention.attend(y, k, v)))
+        y = self.norm2(y + self.dropout(self.cross_attention.attend(y, *cache.memory, memory_keep)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+
+
+def xavier_init(model: nn.Module) -> None:
+    """Xavier-uniform for every linear weight, zero biases; LayerNorms keep 1 / 0 (SPEC section 1)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            nn.init.zeros_(module.bias)
+
+
+def key_padding(ids: torch.Tensor) -> torch.Tensor:
+    """(B, S) ids -> (B, 1, 1, S) mask, True where a key is a real token."""
+    return (ids != PAD)[:, None, None, :]
