@@ -8,6 +8,7 @@ The last line is `ratio: X`, new speed over old.
 
   python bench/decode.py [--quick] [--dim 300] [--data data/tokenized/multi30k/spacy] [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,9 @@ def decode_all(generate, model, data, batch_size, max_extra) -> tuple[list[list[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="48 sentences, one round each (under 2 minutes on 2 cores)")
+    parser.add_argument(
+        "--quick", action="store_true", help="48 sentences, one round each (under 2 minutes on 2 cores)"
+    )
     parser.add_argument("--dim", type=int, default=300)
     parser.add_argument("--data", default="data/tokenized/multi30k/spacy")
     parser.add_argument("--threads", type=int, default=2)
@@ -85,12 +88,16 @@ def main() -> None:
         # An untrained model's logits nearly tie, so fp32 rounding (other matrix shapes) can flip an argmax.
         # Exact logic gives the same ids in float64 too; a wrong cache would not.
         data.src, data.tgt = [data.src[i] for i in differ], [data.tgt[i] for i in differ]
-        exact = {name: decode_all(generate, model.double(), data, args.batch_size, args.max_extra)[0]
-                 for name, generate in (("old", uncached_generate), ("new", Translator.generate))}
+        exact = {
+            name: decode_all(generate, model.double(), data, args.batch_size, args.max_extra)[0]
+            for name, generate in (("old", uncached_generate), ("new", Translator.generate))
+        }
         if exact["old"] != exact["new"]:
             raise SystemExit("outputs differ in float64 too: the cached decoder is wrong")
-        print(f"outputs identical but for {len(differ)} of {len(outputs['old'])} sentences, where fp32 rounding "
-              "flips a near-tie; those are identical in float64")
+        print(
+            f"outputs identical but for {len(differ)} of {len(outputs['old'])} sentences, where fp32 rounding "
+            "flips a near-tie; those are identical in float64"
+        )
     else:
         print("outputs identical")
     print(f"ratio: {np.median(seconds['old']) / np.median(seconds['new']):.2f}")

@@ -9,6 +9,7 @@ unpacked GPU-hours (the bound assumes the share of the Multi30k GloVe job for ev
 
   python bench/gpu_hours.py [--peak-tflops 19.5] [--pack 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 def planned_runs() -> Counter:
     """Training runs per block in the full grid, from a dry run of the `paper` target."""
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "paper", "-n", "--cores", "1"], cwd=REPO,
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "paper", "-n", "--cores", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     outputs = "\n".join(line for line in proc.stdout.splitlines() if line.strip().startswith("output:"))
     runs = Counter(re.findall(r"results/([^/\s,]+)/[^/\s,]+/seed\d+/[^/\s,]+/final\.json", outputs))
     if not runs:
@@ -50,8 +56,9 @@ def flops_and_tokens_per_epoch() -> tuple[float, float]:
         synthetic_pairs(Path(tmp) / "train.parquet", 29000, 0)
         data = TranslationData(Path(tmp) / "train.parquet", MAX_LEN)
     model = Translator(xavier(N_SRC, 300), xavier(N_TGT, 300), ModelConfig(heads=10))
-    batches = [b for b, _ in zip(BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(0)),
-                                 range(10))]
+    batches = [
+        b for b, _ in zip(BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(0)), range(10))
+    ]
     with FlopCounterMode(display=False) as counter:
         for indices in batches:
             loss, n = batch_loss(model, data.batch(indices), torch.device("cpu"))
@@ -83,8 +90,10 @@ def main() -> None:
     share = achieved / (args.peak_tflops * 1e12)
     packed = total * max(1 / args.pack, share)
     print(f"\n{sum(runs.values())} runs: {total:.0f} GPU-hours with one job per GPU.")
-    print(f"Multi30k GloVe: {per_token / 1e6:.1f} MFLOP per token x {tokens / 1e6:.2f}M tokens per epoch in "
-          f"1 minute = {achieved / 1e12:.2f} TFLOP/s = {share:.1%} of a {args.peak_tflops:g} TFLOP/s fp32 peak.")
+    print(
+        f"Multi30k GloVe: {per_token / 1e6:.1f} MFLOP per token x {tokens / 1e6:.2f}M tokens per epoch in "
+        f"1 minute = {achieved / 1e12:.2f} TFLOP/s = {share:.1%} of a {args.peak_tflops:g} TFLOP/s fp32 peak."
+    )
     print(f"Packed {args.pack} per GPU: at best {packed:.0f} GPU-hours ({packed / total:.0%} of unpacked).")
 
 

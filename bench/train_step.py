@@ -14,6 +14,7 @@ rate this process reaches on a large fp32 matrix product (the CPU's attainable p
 
   python bench/train_step.py --dim 300 [--quick] [--threads 2] [--data DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,19 +41,26 @@ ADAM = {"adam_betas": [0.9, 0.98], "adam_eps": 1e-9}
 
 # --- the old step (the code this bench measures against) ---------------------------------------------------
 
+
 def old_dropout(self, x):
     if not self.training or self.p == 0:
         return x
     n = x.numel()
-    draws = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
+    draws = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
     keep = draws.view(torch.int16)[:n].view(x.shape) >= self.threshold
     return x * keep * (1.0 / (1.0 - self.p))
 
 
 def old_attend(self, x, k, v, keep=None, causal=False):
     batch, length, dim = x.shape
-    y = F.scaled_dot_product_attention(self.split(self.query(x)), k, v, attn_mask=keep, is_causal=causal,
-                                       dropout_p=self.dropout.p if self.training else 0.0)
+    y = F.scaled_dot_product_attention(
+        self.split(self.query(x)),
+        k,
+        v,
+        attn_mask=keep,
+        is_causal=causal,
+        dropout_p=self.dropout.p if self.training else 0.0,
+    )
     return self.out(y.transpose(1, 2).reshape(batch, length, dim))
 
 
@@ -78,6 +86,7 @@ def old_adam(model: Translator) -> torch.optim.Adam:
 
 
 # --- measurement ---------------------------------------------------------------------------------------------
+
 
 def steps(model, optimizer, data, batches) -> int:
     """Training steps as embinit.train.train_epoch takes them; returns the real tokens seen."""
@@ -162,17 +171,23 @@ def main() -> None:
     flops = step_flops(new, data, timed)  # the real tokens' products: the useful work of either step
     peak = matmul_peak()
 
-    print(f"data: {source}; D = {args.dim}, {heads} heads, {new.num_parameters():,} parameters, batch {BATCH}; "
-          f"cpu, {torch.get_num_threads()} threads; torch {torch.__version__}")
-    print(f"{args.rounds} rounds x {args.steps} steps per loop, alternating, after {args.warmup} warm-up steps; "
-          f"{flops / sum(int(data.lengths()[b].sum()) for b in timed) / 1e6:.1f} MFLOP per token (matrix products)")
+    print(
+        f"data: {source}; D = {args.dim}, {heads} heads, {new.num_parameters():,} parameters, batch {BATCH}; "
+        f"cpu, {torch.get_num_threads()} threads; torch {torch.__version__}"
+    )
+    print(
+        f"{args.rounds} rounds x {args.steps} steps per loop, alternating, after {args.warmup} warm-up steps; "
+        f"{flops / sum(int(data.lengths()[b].sum()) for b in timed) / 1e6:.1f} MFLOP per token (matrix products)"
+    )
     print(f"attainable peak (2048^2 fp32 matmul, {torch.get_num_threads()} threads): {peak:.0f} GFLOP/s")
     rate = {}
     for name in loops:
         rate[name] = tokens[name] / seconds[name]
         gflops = flops / seconds[name] / 1e9
-        print(f"{name}: {rate[name]:8.0f} tokens/s, {1000 * seconds[name] / len(timed):6.1f} ms/step "
-              f"({1000 * cpu[name] / len(timed):6.1f} ms CPU), {gflops:5.1f} GFLOP/s = {gflops / peak:.0%} of peak")
+        print(
+            f"{name}: {rate[name]:8.0f} tokens/s, {1000 * seconds[name] / len(timed):6.1f} ms/step "
+            f"({1000 * cpu[name] / len(timed):6.1f} ms CPU), {gflops:5.1f} GFLOP/s = {gflops / peak:.0%} of peak"
+        )
     print(f"ratio: {rate['new'] / rate['old']:.2f}")
 
 

@@ -8,6 +8,7 @@ Throughput = real (non-pad) source + target tokens per second of training steps,
 
   python bench/train_throughput.py --steps 30 [--data data/tokenized/multi30k/spacy] [--device cpu] [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from embinit.batching import BucketBatchSampler, TranslationData, pad
+from embinit.batching import BucketBatchSampler, TranslationData
 from embinit.posenc import sinusoidal_table
 from embinit.models import ModelConfig, Translator
 from embinit.train import pick_device, train_epoch
@@ -45,11 +46,17 @@ def synthetic_pairs(path: Path, n: int, seed: int) -> None:
 
     ids = pa.list_(pa.int32())
     tgt = [words(k, N_TGT) for k in tgt_len]
-    pq.write_table(pa.table({
-        "src_ids": pa.array([[BOS, *words(k, N_SRC), EOS] for k in src_len], ids),
-        "tgt_ids": pa.array([[BOS, *t, EOS] for t in tgt], ids),
-        "ref": [" ".join(f"w{w}" for w in t) for t in tgt],
-        "ref_tokens": pa.array([[f"w{w}" for w in t] for t in tgt], pa.list_(pa.string()))}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "src_ids": pa.array([[BOS, *words(k, N_SRC), EOS] for k in src_len], ids),
+                "tgt_ids": pa.array([[BOS, *t, EOS] for t in tgt], ids),
+                "ref": [" ".join(f"w{w}" for w in t) for t in tgt],
+                "ref_tokens": pa.array([[f"w{w}" for w in t] for t in tgt], pa.list_(pa.string())),
+            }
+        ),
+        path,
+    )
 
 
 def xavier(n: int, dim: int) -> np.ndarray:
@@ -73,9 +80,14 @@ class NaiveTranslator(nn.Module):
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), device=tgt.device)
-        out = self.transformer(self.embed(self.src_embedding, src), self.embed(self.tgt_embedding, tgt),
-                               tgt_mask=causal, src_key_padding_mask=src == PAD,
-                               tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
+        out = self.transformer(
+            self.embed(self.src_embedding, src),
+            self.embed(self.tgt_embedding, tgt),
+            tgt_mask=causal,
+            src_key_padding_mask=src == PAD,
+            tgt_key_padding_mask=tgt == PAD,
+            memory_key_padding_mask=src == PAD,
+        )
         return self.generator(out)
 
 
@@ -135,7 +147,9 @@ def main() -> None:
             data, source = TranslationData(Path(tmp) / "train.parquet", MAX_LEN), "synthetic Multi30k-like"
     n = args.warmup + args.steps
 
-    model = Translator(xavier(N_SRC, DIM), xavier(N_TGT, DIM), ModelConfig(heads=HEADS, ffn_dim=FFN, layers=LAYERS)).to(device)
+    model = Translator(xavier(N_SRC, DIM), xavier(N_TGT, DIM), ModelConfig(heads=HEADS, ffn_dim=FFN, layers=LAYERS)).to(
+        device
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-4, betas=(0.9, 0.98), eps=1e-9)
     sampler = BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(args.seed))
     batches = [b for b, _ in zip(sampler, range(n))]
@@ -164,15 +178,20 @@ def main() -> None:
             tokens[name] += t
             seconds[name] += s
     rate = {name: tokens[name] / seconds[name] for name in loops}
-    padding = {name: padding_share(data, chunks[args.warmup:]) for name, (_, chunks) in loops.items()}
+    padding = {name: padding_share(data, chunks[args.warmup :]) for name, (_, chunks) in loops.items()}
 
     print(f"data: {source}; device: {device}, {torch.get_num_threads()} threads; torch {torch.__version__}")
-    print(f"{args.steps} steps per loop, timed in {args.rounds} alternating rounds after {args.warmup} "
-          f"warm-up steps; batch {BATCH}")
-    print(f"pipeline (bucketed, SDPA{', bf16' if bf16 else ''}): {rate['pipeline']:7.0f} tokens/s, "
-          f"padding {padding['pipeline']:.1%}")
-    print(f"naive (random batches, nn.Transformer, fp32): {rate['naive']:7.0f} tokens/s, "
-          f"padding {padding['naive']:.1%}")
+    print(
+        f"{args.steps} steps per loop, timed in {args.rounds} alternating rounds after {args.warmup} "
+        f"warm-up steps; batch {BATCH}"
+    )
+    print(
+        f"pipeline (bucketed, SDPA{', bf16' if bf16 else ''}): {rate['pipeline']:7.0f} tokens/s, "
+        f"padding {padding['pipeline']:.1%}"
+    )
+    print(
+        f"naive (random batches, nn.Transformer, fp32): {rate['naive']:7.0f} tokens/s, padding {padding['naive']:.1%}"
+    )
     print(f"ratio: {rate['pipeline'] / rate['naive']:.2f}x")
 
 

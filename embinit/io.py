@@ -1,4 +1,5 @@
 """Small file helpers shared by every stage: outputs appear whole or not at all."""
+
 from __future__ import annotations
 
 import contextlib

@@ -7,6 +7,7 @@ Our table CSVs are put into the same names (rows by family and display label, co
 join on (table, row, column). The findings are predicates on those cells, evaluated on our numbers (and, for
 reference, on the paper's): their outcome is computed, never fixed here.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,9 +24,12 @@ COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "source"]
 KEY_HEADERS = {"block", "init", "task", "source", "transformation", "layer"}  # a paper row's name, not numbers
 NUMBER = re.compile(r"~?-?\d+(?:\.\d+)?[kM]?")
 # Headers whose cells the generic "value (sigma) / value (sigma)" naming does not fit: their numbers in order.
-HEADER_NAMES = {"min, max": ["min", "max"], "mean (sigma)": ["mean", "sigma"],
-                "correct / applicable (%)": ["correct", "applicable", "accuracy %"],
-                "vocab": ["vocab enc", "vocab dec"]}
+HEADER_NAMES = {
+    "min, max": ["min", "max"],
+    "mean (sigma)": ["mean", "sigma"],
+    "correct / applicable (%)": ["correct", "applicable", "accuracy %"],
+    "vocab": ["vocab enc", "vocab dec"],
+}
 TRANSLATION = ("multi30k", "iwslt2017")
 STATS = ("min", "max", "mean", "sigma")
 # F2's reading of Table 4: "little effect" keeps at least this share of the accuracy without P, "destroys"
@@ -36,13 +40,14 @@ T3_ROWS = ("Xavier", "GloVe", "GloVe_Xavier")  # Table 3's initializations, by t
 FINDINGS = {
     "F1": "Raw pre-trained GloVe (large σ) starts worse than Xavier, and GloVe_Xavier (standardized) recovers it",
     "F2": "Position encoding: next to the scaled GloVe layer adding P barely changes analogy, at Xavier's scale it "
-          "destroys it; in Table 3, GloVe beats Xavier without P and gains less than Xavier and GloVe_Xavier "
-          "from adding it",
+    "destroys it; in Table 3, GloVe beats Xavier without P and gains less than Xavier and GloVe_Xavier "
+    "from adding it",
     "F3": "BERT / T5 family: the pre-trained row ranks against Xavier, _Xavier and _Shuffled as in the paper",
 }
 
 
 # --- the paper's tables ---------------------------------------------------------------------------------------
+
 
 def _number(text: str) -> float:
     """'11M' -> 11e6, '7.8k' -> 7800, '~0' -> 0."""
@@ -67,7 +72,7 @@ def _cell_names(header: str, bases: list[str], cell: str, count: int) -> list[st
         return HEADER_NAMES[header][:count]
     names = []
     for base, part in zip(bases, cell.split(" / ")):  # "60.4 (1.4) / 60.2 (1.8)" or "3.5 / 3"
-        names += [base, f"{base} sigma"][:len(NUMBER.findall(part))]
+        names += [base, f"{base} sigma"][: len(NUMBER.findall(part))]
     return names
 
 
@@ -104,6 +109,7 @@ def read_paper_tables(path) -> pd.DataFrame:
 
 
 # --- our tables in the paper's names --------------------------------------------------------------------------
+
 
 def paper_source(family: str, task: str) -> str:
     """The paper's source of a family in a task: mBERT / mT5 for translation (its Table 1 note), else the family."""
@@ -158,8 +164,13 @@ def _results(frame: pd.DataFrame, table: int, displays) -> list[dict]:
         if base is not None:
             row = f"{r.family} / {r.label}" if table == 1 else r.label
             source = _source(_sides(r.sources, r.source_display), paper_source(r.family, r.task))
-            out += _cells(table, row, {base: r.mean, f"{base} sigma": r.std, f"{base} epoch": r.mean_best_epoch},
-                          r.n_seeds, source)
+            out += _cells(
+                table,
+                row,
+                {base: r.mean, f"{base} sigma": r.std, f"{base} epoch": r.mean_best_epoch},
+                r.n_seeds,
+                source,
+            )
     return out
 
 
@@ -181,11 +192,20 @@ def _table3(frame: pd.DataFrame, table: int, displays) -> list[dict]:
     out = []
     for r in frame.itertuples():
         column = f"{'yes' if r.embedding_trainable else 'no'}/{'yes' if r.pos_encoding else 'no'}"
-        values = ({f"{column} loss": r.mean, f"{column} loss epoch": r.mean_best_epoch}
-                  if r.metric == "best_valid_loss" else
-                  {f"{column} BLEU": r.mean, f"{column} BLEU sigma": r.std} if r.metric == "bleu" else {})
-        out += _cells(table, r.label, values, r.n_seeds,
-                      _source(_sides(r.sources, r.source_display), paper_source(r.family, r.task)))
+        values = (
+            {f"{column} loss": r.mean, f"{column} loss epoch": r.mean_best_epoch}
+            if r.metric == "best_valid_loss"
+            else {f"{column} BLEU": r.mean, f"{column} BLEU sigma": r.std}
+            if r.metric == "bleu"
+            else {}
+        )
+        out += _cells(
+            table,
+            r.label,
+            values,
+            r.n_seeds,
+            _source(_sides(r.sources, r.source_display), paper_source(r.family, r.task)),
+        )
     return out
 
 
@@ -203,11 +223,22 @@ def _table5(frame: pd.DataFrame, table: int, displays) -> list[dict]:
     out = []
     for r in frame.to_dict("records"):
         paper = paper_source(r["family"], r["task"])
-        values = {"params": r["params"], "epochs": r["epochs"], "batch": r["batch_size"],
-                  "vocab enc": r["vocab_encoder"], "vocab dec": r["vocab_decoder"], "train": r["train_size"],
-                  "min/epoch": r[minutes]}
-        out += _cells(table, f"{TASK_DISPLAY.get(r['task'], r['task'])} / {paper}", values, None,
-                      _source(_sides(r["sources"], r["source_display"]), paper))
+        values = {
+            "params": r["params"],
+            "epochs": r["epochs"],
+            "batch": r["batch_size"],
+            "vocab enc": r["vocab_encoder"],
+            "vocab dec": r["vocab_decoder"],
+            "train": r["train_size"],
+            "min/epoch": r[minutes],
+        }
+        out += _cells(
+            table,
+            f"{TASK_DISPLAY.get(r['task'], r['task'])} / {paper}",
+            values,
+            None,
+            _source(_sides(r["sources"], r["source_display"]), paper),
+        )
     return out
 
 
@@ -232,12 +263,14 @@ def _table6(frame: pd.DataFrame, table: int, displays) -> list[dict]:
 
 
 def _cells(table: int, row: str, values: dict, n_seeds, source: str) -> list[dict]:
-    return [{"table": table, "row": row, "column": column, "ours": value, "n_seeds": n_seeds, "source": source}
-            for column, value in values.items() if not pd.isna(value)]
+    return [
+        {"table": table, "row": row, "column": column, "ours": value, "n_seeds": n_seeds, "source": source}
+        for column, value in values.items()
+        if not pd.isna(value)
+    ]
 
 
-OURS = {1: _results, 2: _layer_stats, 3: _table3, 4: _table4, 5: _table5, 6: _table6, 7: _results,
-        8: _layer_stats}
+OURS = {1: _results, 2: _layer_stats, 3: _table3, 4: _table4, 5: _table5, 6: _table6, 7: _results, 8: _layer_stats}
 
 
 def our_cells(results_dir) -> tuple[pd.DataFrame, list[str]]:
@@ -259,14 +292,17 @@ def _key(row: str) -> str:
 def compare(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
     """Every cell with both a paper and our value, in the paper's order, named as the paper names it."""
     merged = paper.assign(key=paper.row.map(_key)).merge(
-        ours.assign(key=ours.row.map(_key)).drop(columns="row"), on=["table", "key", "column"])
+        ours.assign(key=ours.row.map(_key)).drop(columns="row"), on=["table", "key", "column"]
+    )
     return merged[COLUMNS].astype({"n_seeds": "Int64"})
 
 
 # --- the findings ----------------------------------------------------------------------------------------------
 
+
 class Check(NamedTuple):
     """One cell of a finding: our values and verdict (None = not measured here), and the paper's."""
+
     finding: str
     cell: str
     claim: str
@@ -306,12 +342,20 @@ def _show(cells: Cells, wanted: dict, values: dict | None) -> str:
     return ", ".join(shown)
 
 
-def _check(finding: str, cell: str, claim: str, wanted: dict, predicate: Callable[[dict], bool],
-           ours: Cells, paper: Cells) -> Check:
+def _check(
+    finding: str, cell: str, claim: str, wanted: dict, predicate: Callable[[dict], bool], ours: Cells, paper: Cells
+) -> Check:
     """Evaluate `predicate` on our values and on the paper's (None where a value is missing)."""
     o, p = _values(ours, wanted), _values(paper, wanted)
-    return Check(finding, cell, claim, _show(ours, wanted, o), None if o is None else bool(predicate(o)),
-                 _show(paper, wanted, p), None if p is None else bool(predicate(p)))
+    return Check(
+        finding,
+        cell,
+        claim,
+        _show(ours, wanted, o),
+        None if o is None else bool(predicate(o)),
+        _show(paper, wanted, p),
+        None if p is None else bool(predicate(p)),
+    )
 
 
 def _value_columns(paper: pd.DataFrame, table: int) -> list[str]:
@@ -324,34 +368,82 @@ def _f1(paper: pd.DataFrame, ours: Cells, paper_cells: Cells) -> list[Check]:
     checks = []
     for column in [c for c in dict.fromkeys(paper.column[paper.table == 2]) if c.endswith(" sigma")]:
         wanted = {"Xavier σ": (2, "GloVe / Xavier", column), "GloVe σ": (2, "GloVe / GloVe", column)}
-        checks.append(_check("F1", f"Table 2 {column.removesuffix(' sigma')}", "GloVe's layer σ > Xavier's",
-                             wanted, lambda v: v["GloVe σ"] > v["Xavier σ"], ours, paper_cells))
+        checks.append(
+            _check(
+                "F1",
+                f"Table 2 {column.removesuffix(' sigma')}",
+                "GloVe's layer σ > Xavier's",
+                wanted,
+                lambda v: v["GloVe σ"] > v["Xavier σ"],
+                ours,
+                paper_cells,
+            )
+        )
     for column in _value_columns(paper, 1):
         wanted = {name: (1, f"GloVe / {name}", column) for name in ("Xavier", "GloVe", "GloVe_Xavier")}
-        checks.append(_check("F1", f"Table 1 {column}", "GloVe < Xavier and GloVe_Xavier > GloVe", wanted,
-                             lambda v: v["GloVe"] < v["Xavier"] and v["GloVe_Xavier"] > v["GloVe"], ours, paper_cells))
+        checks.append(
+            _check(
+                "F1",
+                f"Table 1 {column}",
+                "GloVe < Xavier and GloVe_Xavier > GloVe",
+                wanted,
+                lambda v: v["GloVe"] < v["Xavier"] and v["GloVe_Xavier"] > v["GloVe"],
+                ours,
+                paper_cells,
+            )
+        )
     return checks
 
 
 def _f2(ours: Cells, paper_cells: Cells) -> list[Check]:
     acc = "accuracy %"
     checks = [
-        _check("F2", "Table 4 GloVe & Pos. Enc.", f"keeps ≥ {LITTLE_EFFECT:.0%} of GloVe's accuracy",
-               {"GloVe": (4, "GloVe", acc), "GloVe & Pos. Enc.": (4, "GloVe & Pos. Enc.", acc)},
-               lambda v: v["GloVe & Pos. Enc."] >= LITTLE_EFFECT * v["GloVe"], ours, paper_cells),
-        _check("F2", "Table 4 GloVe & Xavier-Std & Pos. Enc.", f"keeps < {DESTROYED:.0%} of GloVe & Xavier-Std's",
-               {"GloVe & Xavier-Std": (4, "GloVe & Xavier-Std", acc),
-                "GloVe & Xavier-Std & Pos. Enc.": (4, "GloVe & Xavier-Std & Pos. Enc.", acc)},
-               lambda v: v["GloVe & Xavier-Std & Pos. Enc."] < DESTROYED * v["GloVe & Xavier-Std"], ours, paper_cells),
+        _check(
+            "F2",
+            "Table 4 GloVe & Pos. Enc.",
+            f"keeps ≥ {LITTLE_EFFECT:.0%} of GloVe's accuracy",
+            {"GloVe": (4, "GloVe", acc), "GloVe & Pos. Enc.": (4, "GloVe & Pos. Enc.", acc)},
+            lambda v: v["GloVe & Pos. Enc."] >= LITTLE_EFFECT * v["GloVe"],
+            ours,
+            paper_cells,
+        ),
+        _check(
+            "F2",
+            "Table 4 GloVe & Xavier-Std & Pos. Enc.",
+            f"keeps < {DESTROYED:.0%} of GloVe & Xavier-Std's",
+            {
+                "GloVe & Xavier-Std": (4, "GloVe & Xavier-Std", acc),
+                "GloVe & Xavier-Std & Pos. Enc.": (4, "GloVe & Xavier-Std & Pos. Enc.", acc),
+            },
+            lambda v: v["GloVe & Xavier-Std & Pos. Enc."] < DESTROYED * v["GloVe & Xavier-Std"],
+            ours,
+            paper_cells,
+        ),
     ]
     for trainable in ("no", "yes"):
-        checks.append(_check("F2", f"Table 3 {trainable}/no BLEU", "without P, GloVe > Xavier",
-                             {name: (3, name, f"{trainable}/no BLEU") for name in ("Xavier", "GloVe")},
-                             lambda v: v["GloVe"] > v["Xavier"], ours, paper_cells))
+        checks.append(
+            _check(
+                "F2",
+                f"Table 3 {trainable}/no BLEU",
+                "without P, GloVe > Xavier",
+                {name: (3, name, f"{trainable}/no BLEU") for name in ("Xavier", "GloVe")},
+                lambda v: v["GloVe"] > v["Xavier"],
+                ours,
+                paper_cells,
+            )
+        )
         wanted = {f"{name} {pos}": (3, name, f"{trainable}/{pos} BLEU") for name in T3_ROWS for pos in ("no", "yes")}
-        checks.append(_check("F2", f"Table 3 {trainable}/no → {trainable}/yes BLEU",
-                             "adding P gains GloVe less than Xavier and GloVe_Xavier", wanted, _gains_less,
-                             ours, paper_cells))
+        checks.append(
+            _check(
+                "F2",
+                f"Table 3 {trainable}/no → {trainable}/yes BLEU",
+                "adding P gains GloVe less than Xavier and GloVe_Xavier",
+                wanted,
+                _gains_less,
+                ours,
+                paper_cells,
+            )
+        )
     return checks
 
 
@@ -363,8 +455,11 @@ def _gains_less(v: dict[str, float]) -> bool:
 
 def _signs(values: dict[str, float], pretrained: str) -> list[int]:
     """Sign of pre-trained minus each other row; equal values (to rounding) count as 0."""
-    return [0 if math.isclose(values[pretrained], v, rel_tol=1e-9) else int(np.sign(values[pretrained] - v))
-            for label, v in values.items() if label != pretrained]
+    return [
+        0 if math.isclose(values[pretrained], v, rel_tol=1e-9) else int(np.sign(values[pretrained] - v))
+        for label, v in values.items()
+        if label != pretrained
+    ]
 
 
 def _ranking(values: dict[str, float] | None) -> str:
@@ -383,21 +478,30 @@ def _f3(paper: pd.DataFrame, ours: Cells, paper_cells: Cells) -> list[Check]:
     checks = []
     for family in [f for f in families if f != "GloVe"]:
         for column in _value_columns(paper, 1):
-            wanted = {name: (1, f"{family} / {name}", column)
-                      for name in (family, "Xavier", f"{family}_Xavier", f"{family}_Shuffled")}
+            wanted = {
+                name: (1, f"{family} / {name}", column)
+                for name in (family, "Xavier", f"{family}_Xavier", f"{family}_Shuffled")
+            }
             o, p = _values(ours, wanted), _values(paper_cells, wanted)
             holds = None if o is None or p is None else _signs(o, family) == _signs(p, family)
-            checks.append(Check("F3", f"Table 1 {column}, {family} rows",
-                                f"{family} vs Xavier, {family}_Xavier, {family}_Shuffled as in the paper",
-                                _ranking(o), holds, _ranking(p), None))
+            checks.append(
+                Check(
+                    "F3",
+                    f"Table 1 {column}, {family} rows",
+                    f"{family} vs Xavier, {family}_Xavier, {family}_Shuffled as in the paper",
+                    _ranking(o),
+                    holds,
+                    _ranking(p),
+                    None,
+                )
+            )
     return checks
 
 
 def findings(paper: pd.DataFrame, ours: pd.DataFrame) -> list[Check]:
     """The checks of F1-F3 on our cells (`our_cells`), with the paper's cells (`read_paper_tables`) beside."""
     our_lookup, paper_lookup = _lookup(ours, "ours"), _lookup(paper, "paper")
-    return (_f1(paper, our_lookup, paper_lookup) + _f2(our_lookup, paper_lookup)
-            + _f3(paper, our_lookup, paper_lookup))
+    return _f1(paper, our_lookup, paper_lookup) + _f2(our_lookup, paper_lookup) + _f3(paper, our_lookup, paper_lookup)
 
 
 def verdict(checks: list[Check]) -> str:
@@ -411,23 +515,27 @@ def verdict(checks: list[Check]) -> str:
 
 # --- outputs ---------------------------------------------------------------------------------------------------
 
+
 def _holds(value: bool | None) -> str:
     return {True: "holds", False: "does not hold", None: "not measured here"}[value]
 
 
 def _findings_markdown(checks: list[Check]) -> str:
-    lines = ["## What holds\n",
-             "Each finding is checked cell by cell on our numbers; the paper's numbers are shown beside (with "
-             "the same check on them where the paper has every value). Values: mean (σ over seeds) where "
-             "there are seeds.\n"]
+    lines = [
+        "## What holds\n",
+        "Each finding is checked cell by cell on our numbers; the paper's numbers are shown beside (with "
+        "the same check on them where the paper has every value). Values: mean (σ over seeds) where "
+        "there are seeds.\n",
+    ]
     for finding, statement in FINDINGS.items():
         part = [c for c in checks if c.finding == finding]
         lines.append(f"- **{finding}: {verdict(part)}.** {statement}.")
         for c in part:
             if c.holds is not None:
                 on_paper = "" if c.paper_holds is None else f" ({_holds(c.paper_holds)})"
-                lines.append(f"  - {c.cell}, {c.claim}: **{_holds(c.holds)}**. Ours: {c.ours}. "
-                             f"Paper: {c.paper}{on_paper}.")
+                lines.append(
+                    f"  - {c.cell}, {c.claim}: **{_holds(c.holds)}**. Ours: {c.ours}. Paper: {c.paper}{on_paper}."
+                )
         missing = [c.cell for c in part if c.holds is None]
         if missing:
             lines.append(f"  - Not measured here: {'; '.join(missing)}.")
@@ -437,14 +545,20 @@ def _findings_markdown(checks: list[Check]) -> str:
 def _tables_markdown(paper: pd.DataFrame, table: pd.DataFrame) -> str:
     parts = []
     for n, part in table.groupby("table", sort=True):
-        rows = [[r.row, r.column, _fmt(r.paper), _fmt(r.ours), "" if pd.isna(r.n_seeds) else str(r.n_seeds)]
-                for r in part.itertuples()]
+        rows = [
+            [r.row, r.column, _fmt(r.paper), _fmt(r.ours), "" if pd.isna(r.n_seeds) else str(r.n_seeds)]
+            for r in part.itertuples()
+        ]
         sources = [s for s in dict.fromkeys(part.source) if s]
-        note = ("\nOur sources where they differ from the paper's: " + "; ".join(f"`{s}`" for s in sources) + "\n"
-                if sources else "")
-        parts.append(f"## Table {n}\n\n{len(part)} of the paper's {int((paper.table == n).sum())} numbers have "
-                     f"ours beside them.\n\n"
-                     + markdown_table(["Row", "Column", "Paper", "Ours", "Seeds"], rows) + note)
+        note = (
+            "\nOur sources where they differ from the paper's: " + "; ".join(f"`{s}`" for s in sources) + "\n"
+            if sources
+            else ""
+        )
+        parts.append(
+            f"## Table {n}\n\n{len(part)} of the paper's {int((paper.table == n).sum())} numbers have "
+            f"ours beside them.\n\n" + markdown_table(["Row", "Column", "Paper", "Ours", "Seeds"], rows) + note
+        )
     return "\n".join(parts)
 
 
@@ -454,12 +568,18 @@ def paper_comparison(results_dir, paper_tables, csv_path=None, md_path=None) -> 
     paper = read_paper_tables(paper_tables)
     ours, notes = our_cells(results_dir)
     table = compare(paper, ours)
-    md = (f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_tables).name}) beside ours ({results_dir}): {len(table)} cells "
-          "with both values. Column names: `sigma` = σ over seeds (Tables 1, 3, 7) or of the layer's entries "
-          "(Tables 2, 6, 8); `epoch` = mean best epoch; Table 3's `no/yes` = embedding trainable / position "
-          "encoding. Seeds: the seeds behind our value.\n\n"
-          + "".join(f"- {note}\n" for note in notes) + ("\n" if notes else "")
-          + _findings_markdown(findings(paper, ours)) + "\n" + _tables_markdown(paper, table))
-    write_csv_md(csv_path or results_dir / "paper_comparison.csv", md_path or results_dir / "paper_comparison.md",
-                 table, md)
+    md = (
+        f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_tables).name}) beside ours ({results_dir}): {len(table)} cells "
+        "with both values. Column names: `sigma` = σ over seeds (Tables 1, 3, 7) or of the layer's entries "
+        "(Tables 2, 6, 8); `epoch` = mean best epoch; Table 3's `no/yes` = embedding trainable / position "
+        "encoding. Seeds: the seeds behind our value.\n\n"
+        + "".join(f"- {note}\n" for note in notes)
+        + ("\n" if notes else "")
+        + _findings_markdown(findings(paper, ours))
+        + "\n"
+        + _tables_markdown(paper, table)
+    )
+    write_csv_md(
+        csv_path or results_dir / "paper_comparison.csv", md_path or results_dir / "paper_comparison.md", table, md
+    )
     return table

@@ -1,4 +1,5 @@
 """Sinusoidal position encoding of Vaswani et al. (2017), shared by the models and the statistics tables."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -4,6 +4,7 @@ Translation splits have `src` (German) and `tgt` (English); classification split
 (null unless the task has sentence pairs) and `label`. Malformed input (also a truncated gzip or bad UTF-8)
 fails with its file, and its line where one is to blame.
 """
+
 from __future__ import annotations
 
 import csv
@@ -48,8 +49,9 @@ def _read_lines(path: Path) -> list[str]:
 def _check_aligned(src: list[str], tgt: list[str], src_path: Path, tgt_path: Path) -> None:
     """Both counts, not a line number: which line was lost cannot be known from the counts."""
     if len(src) != len(tgt):
-        raise DataError(f"parallel files differ in length: {src_path} has {len(src)} sentences, "
-                        f"{tgt_path} has {len(tgt)}")
+        raise DataError(
+            f"parallel files differ in length: {src_path} has {len(src)} sentences, {tgt_path} has {len(tgt)}"
+        )
     for number, (s, t) in enumerate(zip(src, tgt), start=1):
         if not s.strip() or not t.strip():
             empty = src_path if not s.strip() else tgt_path
@@ -96,15 +98,20 @@ def _read_tsv(path: Path, required: list[str]) -> tuple[list[str], list[list[str
 
 def _sst2_split(path: Path) -> pd.DataFrame:
     header, rows = _read_tsv(path, ["sentence", "label"])
-    s, l = header.index("sentence"), header.index("label")
+    sentence, label = header.index("sentence"), header.index("label")
     text, labels = [], []
     for number, row in enumerate(rows, start=2):
-        if len(row) <= max(s, l) or row[l].strip() not in ("0", "1"):
+        if len(row) <= max(sentence, label) or row[label].strip() not in ("0", "1"):
             raise DataError(f"{path}:{number}: expected a sentence and a 0/1 label, got {row!r}")
-        text.append(row[s].strip())
-        labels.append(int(row[l]))
-    return pd.DataFrame({"text_a": text, "text_b": pd.Series([None] * len(text), dtype="string"),
-                         "label": pd.Series(labels, dtype="int64")})
+        text.append(row[sentence].strip())
+        labels.append(int(row[label]))
+    return pd.DataFrame(
+        {
+            "text_a": text,
+            "text_b": pd.Series([None] * len(text), dtype="string"),
+            "label": pd.Series(labels, dtype="int64"),
+        }
+    )
 
 
 def _mnli_split(path: Path) -> pd.DataFrame:
@@ -113,8 +120,10 @@ def _mnli_split(path: Path) -> pd.DataFrame:
     first, second, labels = [], [], []
     for number, row in enumerate(rows, start=2):
         if len(row) <= max(a, b, g) or row[g] not in MNLI_LABELS:
-            raise DataError(f"{path}:{number}: expected two sentences and a label in {sorted(MNLI_LABELS)}, "
-                            f"got {row[g] if len(row) > g else 'no label'!r}")
+            raise DataError(
+                f"{path}:{number}: expected two sentences and a label in {sorted(MNLI_LABELS)}, "
+                f"got {row[g] if len(row) > g else 'no label'!r}"
+            )
         first.append(row[a].strip())
         second.append(row[b].strip())
         labels.append(MNLI_LABELS[row[g]])

@@ -2,6 +2,7 @@
 
 Each table is written twice: a CSV with numeric columns, and a Markdown file in the paper's layout.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,9 @@ def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.Data
     return table
 
 
-def write_table6(layers: dict[str, str], src: str, pos_rows: int, pos_base: float,
-                 out_csv: str, out_md: str) -> pd.DataFrame:
+def write_table6(
+    layers: dict[str, str], src: str, pos_rows: int, pos_base: float, out_csv: str, out_md: str
+) -> pd.DataFrame:
     """Table 6: each layer (initializer -> .npy path) as is and scaled by sqrt(D), then P (its first pos_rows rows).
 
     Shows the scale mismatch the paper discusses: the model multiplies embeddings by sqrt(D) before adding P.

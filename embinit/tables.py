@@ -5,6 +5,7 @@ CSV row names its block and the embedding sources that block actually used (name
 source (e.g. `glove6b50d`) is never read as the paper's. Row labels follow the paper ("GloVe_Xavier"), with
 the block's `family` as the source name; the Markdown lists the sources under each table.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,9 @@ def block_sources(config: dict, block: str) -> tuple[str, str]:
         raise KeyError(f"block {block!r} of a run is not in config `blocks`")
     sides = config["blocks"][block]["sources"].items()
     names = "; ".join(f"{side}={src or 'none'}" for side, src in sides)
-    displays = "; ".join(f"{side}={config['sources'][src]['display'] if src else 'none (Xavier)'}"
-                         for side, src in sides)
+    displays = "; ".join(
+        f"{side}={config['sources'][src]['display'] if src else 'none (Xavier)'}" for side, src in sides
+    )
     return names, displays
 
 
@@ -71,8 +73,13 @@ def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000
     """
     pairs = pd.concat([values, xavier], axis=1, join="inner").dropna()
     d = (pairs.iloc[:, 0] - pairs.iloc[:, 1]).to_numpy(dtype=np.float64)
-    out = {"diff_vs_xavier": d.mean() if len(d) else np.nan, "n_pairs": len(d),
-           "p_paired_t": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    out = {
+        "diff_vs_xavier": d.mean() if len(d) else np.nan,
+        "n_pairs": len(d),
+        "p_paired_t": np.nan,
+        "ci_low": np.nan,
+        "ci_high": np.nan,
+    }
     if len(d) >= 2:
         with warnings.catch_warnings():  # constant differences make scipy warn; its p-value (0 or NaN) stands
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -96,21 +103,27 @@ def _table1_metrics(path: str, run: dict) -> list[tuple[str, float, int]]:
     epoch = field(path, run, "best_epoch")
     metrics = [("accuracy_pct", _percent(path, field(path, run, "best_valid_acc")), epoch)]
     if run["task"] == "mnli":
-        metrics.append(("mismatched_accuracy_pct", _percent(path, field(path, run, "best_test_acc")),
-                        field(path, run, "best_test_epoch")))
+        metrics.append(
+            (
+                "mismatched_accuracy_pct",
+                _percent(path, field(path, run, "best_test_acc")),
+                field(path, run, "best_test_epoch"),
+            )
+        )
     return metrics
 
 
 def _bleu(path: str, run: dict) -> list[tuple[str, float, int]]:
     """Paper BLEU (the tables' BLEU column) and standard sacreBLEU (in the CSV only)."""
     epoch = field(path, run, "best_epoch")
-    return [("bleu", field(path, run, "test_paper_bleu"), epoch),
-            ("sacrebleu", field(path, run, "test_sacrebleu"), epoch)]
+    return [
+        ("bleu", field(path, run, "test_paper_bleu"), epoch),
+        ("sacrebleu", field(path, run, "test_sacrebleu"), epoch),
+    ]
 
 
 def _table3_metrics(path: str, run: dict) -> list[tuple[str, float, int]]:
-    return [("best_valid_loss", field(path, run, "best_valid_loss"), field(path, run, "best_epoch")),
-            *_bleu(path, run)]
+    return [("best_valid_loss", field(path, run, "best_valid_loss"), field(path, run, "best_epoch")), *_bleu(path, run)]
 
 
 def _long(runs, metrics, keep) -> pd.DataFrame:
@@ -120,8 +133,10 @@ def _long(runs, metrics, keep) -> pd.DataFrame:
     for path, run in runs:
         base = {key: field(path, run, key) for key in RUN_KEYS}
         if keep(base):
-            rows += [{**base, "path": path, "metric": m, "value": v, "best_epoch": epoch}
-                     for m, v, epoch in metrics(path, run)]
+            rows += [
+                {**base, "path": path, "metric": m, "value": v, "best_epoch": epoch}
+                for m, v, epoch in metrics(path, run)
+            ]
     long = pd.DataFrame(rows, columns=RUN_KEYS + ["path", "metric", "value", "best_epoch"])
     dup = long.duplicated(["block", "initializer", "variant", "seed", "metric"], keep=False)
     if dup.any():
@@ -137,16 +152,30 @@ def summarize(long: pd.DataFrame, config: dict, n_boot: int = 10_000, boot_seed:
     rows = []
     for (block, variant, init, metric), group in long.groupby(keys, sort=False):
         values = group.set_index("seed")["value"]
-        xavier = long[(long.block == block) & (long.variant == variant) & (long.metric == metric)
-                      & (long.initializer == "Xavier")].set_index("seed")["value"]
+        xavier = long[
+            (long.block == block) & (long.variant == variant) & (long.metric == metric) & (long.initializer == "Xavier")
+        ].set_index("seed")["value"]
         comparison = compare_to_xavier(values, xavier if init != "Xavier" else xavier.iloc[:0], n_boot, boot_seed)
         family = config["blocks"][block]["family"]
         sources, display = block_sources(config, block)
-        rows.append({"family": family, "block": block, "task": group.task.iloc[0], "variant": variant,
-                     "initializer": init, "label": display_name(init, family), "sources": sources,
-                     "source_display": display, "metric": metric, "mean": values.mean(),
-                     "std": values.std(ddof=1), "n_seeds": len(values),
-                     "mean_best_epoch": group.best_epoch.mean(), **comparison})
+        rows.append(
+            {
+                "family": family,
+                "block": block,
+                "task": group.task.iloc[0],
+                "variant": variant,
+                "initializer": init,
+                "label": display_name(init, family),
+                "sources": sources,
+                "source_display": display,
+                "metric": metric,
+                "mean": values.mean(),
+                "std": values.std(ddof=1),
+                "n_seeds": len(values),
+                "mean_best_epoch": group.best_epoch.mean(),
+                **comparison,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -165,9 +194,11 @@ def _ordered(values, order) -> list:
 
 def _sources_note(summary: pd.DataFrame) -> str:
     blocks = summary.drop_duplicates("block")
-    lines = [f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} "
-             f"[{r.sources}]; seeds per cell: {_seed_range(summary[summary.block == r.block])}"
-             for r in blocks.itertuples()]
+    lines = [
+        f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} "
+        f"[{r.sources}]; seeds per cell: {_seed_range(summary[summary.block == r.block])}"
+        for r in blocks.itertuples()
+    ]
     return "Sources actually used:\n\n" + "\n".join(lines) + "\n"
 
 
@@ -180,8 +211,10 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
     """Table 1's layout: a row per family x initializer; per task its metrics (sigma) and mean best epoch."""
     clash = summary.groupby(["family", "task"]).block.nunique()
     if (clash > 1).any():
-        raise ValueError(f"several blocks fill the same family/task cell: {list(clash[clash > 1].index)}; "
-                         "aggregate one block per family and task")
+        raise ValueError(
+            f"several blocks fill the same family/task cell: {list(clash[clash > 1].index)}; "
+            "aggregate one block per family and task"
+        )
     tasks = _ordered(summary.task, list(TASK_DISPLAY))
     families = _ordered(summary.family, [b["family"] for b in config["blocks"].values()])
     cell = summary.set_index(["family", "task", "initializer", "metric"])
@@ -202,8 +235,10 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
             for init in _ordered(summary.initializer[summary.family == family], config["initializers"]):
                 row = [display_name(init, family)]
                 for task in tasks:
-                    found = [cell.loc[(family, task, init, m)] if (family, task, init, m) in cell.index else None
-                             for m in task_metrics[task]]
+                    found = [
+                        cell.loc[(family, task, init, m)] if (family, task, init, m) in cell.index else None
+                        for m in task_metrics[task]
+                    ]
                     row += [render(c) if c is not None else "-" for c in found]
                     if epoch:  # MNLI: "m / mm", each metric's own mean best epoch
                         row.append(" / ".join(f"{c.mean_best_epoch:.1f}" if c is not None else "-" for c in found))
@@ -217,11 +252,15 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
         p = "" if pd.isna(c.p_paired_t) else f" p={c.p_paired_t:.3f}" if c.p_paired_t >= 0.001 else " p<0.001"
         return f"{c.diff_vs_xavier:+.1f}{ci}{p}"
 
-    return (f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
-            + table(lambda c: format_mean_std(c["mean"], c["std"]), " (σ)", epoch=True)
-            + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
-              "mean [bootstrap 95% CI], paired t-test p.\n\n"
-            + table(paired, " Δ", epoch=False) + "\n" + _sources_note(summary))
+    return (
+        f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
+        + table(lambda c: format_mean_std(c["mean"], c["std"]), " (σ)", epoch=True)
+        + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
+        "mean [bootstrap 95% CI], paired t-test p.\n\n"
+        + table(paired, " Δ", epoch=False)
+        + "\n"
+        + _sources_note(summary)
+    )
 
 
 def _table1_summary(runs, config, initializers, variant, n_boot, boot_seed) -> pd.DataFrame:
@@ -230,8 +269,9 @@ def _table1_summary(runs, config, initializers, variant, n_boot, boot_seed) -> p
     return summary[summary.initializer.isin(initializers)].reset_index(drop=True)
 
 
-def table1(runs, config: dict, csv_path, md_path, variant: str = "base",
-           n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+def table1(
+    runs, config: dict, csv_path, md_path, variant: str = "base", n_boot: int = 10_000, boot_seed: int = 0
+) -> pd.DataFrame:
     """Table 1: every configured initializer except Xavier_Pretrained (that is Table 7)."""
     inits = [i for i in config["initializers"] if i != "Xavier_Pretrained"]
     summary = _table1_summary(runs, config, inits, variant, n_boot, boot_seed)
@@ -239,8 +279,9 @@ def table1(runs, config: dict, csv_path, md_path, variant: str = "base",
     return summary
 
 
-def table7(runs, config: dict, csv_path, md_path, variant: str = "base",
-           n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+def table7(
+    runs, config: dict, csv_path, md_path, variant: str = "base", n_boot: int = 10_000, boot_seed: int = 0
+) -> pd.DataFrame:
     """Table 7: the Xavier_Pretrained rows (appendix A.3) in Table 1's layout."""
     summary = _table1_summary(runs, config, ["Xavier_Pretrained"], variant, n_boot, boot_seed)
     write_csv_md(csv_path, md_path, summary, _layout(summary, config, "Table 7"))
@@ -250,8 +291,13 @@ def table7(runs, config: dict, csv_path, md_path, variant: str = "base",
 def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
     """Table 3: config `table3` initializers x variants (embedding trainable x position encoding)."""
     spec = config["table3"]
-    long = _long(runs, _table3_metrics, lambda r: r["block"] == spec["block"]
-                 and r["initializer"] in spec["initializers"] and r["variant"] in spec["variants"])
+    long = _long(
+        runs,
+        _table3_metrics,
+        lambda r: r["block"] == spec["block"]
+        and r["initializer"] in spec["initializers"]
+        and r["variant"] in spec["variants"],
+    )
     summary = summarize(long, config, n_boot, boot_seed)
     switches = summary.variant.map(config["variants"])
     summary.insert(4, "embedding_trainable", switches.map(lambda s: bool(s["embedding_trainable"])))
@@ -264,12 +310,22 @@ def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_see
             if (init, variant, "bleu") not in cell.index:
                 continue
             loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
-            rows.append([loss.label, "yes" if loss.embedding_trainable else "no",
-                         "yes" if loss.pos_encoding else "no", f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})",
-                         format_mean_std(bleu["mean"], bleu["std"])])
+            rows.append(
+                [
+                    loss.label,
+                    "yes" if loss.embedding_trainable else "no",
+                    "yes" if loss.pos_encoding else "no",
+                    f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})",
+                    format_mean_std(bleu["mean"], bleu["std"]),
+                ]
+            )
     header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)"]
-    md = (f"# Table 3 ({spec['block']})\n\nMean over seeds; epoch = mean best epoch (1-based).\n\n"
-          + markdown_table(header, rows) + "\n" + _sources_note(summary))
+    md = (
+        f"# Table 3 ({spec['block']})\n\nMean over seeds; epoch = mean best epoch (1-based).\n\n"
+        + markdown_table(header, rows)
+        + "\n"
+        + _sources_note(summary)
+    )
     write_csv_md(csv_path, md_path, summary, md)
     return summary
 
@@ -290,9 +346,15 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
         if field(path, run, "variant") != variant:
             continue
         vocab = field(path, run, "vocab_sizes")
-        rows.append({"block": field(path, run, "block"), "task": field(path, run, "task"),
-                     **{k: field(path, run, k) for k in keys},
-                     "vocab_encoder": vocab["encoder"], "vocab_decoder": vocab.get("decoder")})
+        rows.append(
+            {
+                "block": field(path, run, "block"),
+                "task": field(path, run, "task"),
+                **{k: field(path, run, k) for k in keys},
+                "vocab_encoder": vocab["encoder"],
+                "vocab_decoder": vocab.get("decoder"),
+            }
+        )
     if not rows:
         raise ValueError(f"Table 5: no {variant} runs among the inputs")
     runs_frame = pd.DataFrame(rows)
@@ -300,25 +362,53 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
     for block in _ordered(runs_frame.block, list(config["blocks"])):
         part = runs_frame[runs_frame.block == block]
         sources, display = block_sources(config, block)
-        row = {"block": block, "task": part.task.iloc[0], "family": config["blocks"][block]["family"],
-               "sources": sources, "source_display": display}
+        row = {
+            "block": block,
+            "task": part.task.iloc[0],
+            "family": config["blocks"][block]["family"],
+            "sources": sources,
+            "source_display": display,
+        }
         for name in ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size"]:
             row[name] = _single(block, name, part[name])
-        row.update(train_minutes_per_epoch=part.train_minutes_per_epoch.mean(),
-                   train_minutes_per_epoch_std=part.train_minutes_per_epoch.std(ddof=1), n_runs=len(part))
+        row.update(
+            train_minutes_per_epoch=part.train_minutes_per_epoch.mean(),
+            train_minutes_per_epoch_std=part.train_minutes_per_epoch.std(ddof=1),
+            n_runs=len(part),
+        )
         table.append(row)
     table = pd.DataFrame(table)
 
     def vocab(r) -> str:
         return f"{r.vocab_encoder:,.0f}" + ("" if pd.isna(r.vocab_decoder) else f" / {r.vocab_decoder:,.0f}")
 
-    rows_md = [[r.block, r.source_display, f"{r.params / 1e6:.1f}M", str(int(r.epochs)), str(int(r.batch_size)),
-                vocab(r), f"{r.train_size:,.0f}", f"{r.train_minutes_per_epoch:.2f}"] for r in table.itertuples()]
-    header = ["Block", "Sources", "Params", "Epochs", "Batch size", "Vocab (enc / dec)", "Train size",
-              "Minutes / epoch"]
-    md = ("# Table 5\n\nFrom the runs' own final.json; minutes per epoch: training time only (validation "
-          "excluded, as in the paper), mean over runs (hardware-dependent).\n\n"
-          + markdown_table(header, rows_md))
+    rows_md = [
+        [
+            r.block,
+            r.source_display,
+            f"{r.params / 1e6:.1f}M",
+            str(int(r.epochs)),
+            str(int(r.batch_size)),
+            vocab(r),
+            f"{r.train_size:,.0f}",
+            f"{r.train_minutes_per_epoch:.2f}",
+        ]
+        for r in table.itertuples()
+    ]
+    header = [
+        "Block",
+        "Sources",
+        "Params",
+        "Epochs",
+        "Batch size",
+        "Vocab (enc / dec)",
+        "Train size",
+        "Minutes / epoch",
+    ]
+    md = (
+        "# Table 5\n\nFrom the runs' own final.json; minutes per epoch: training time only (validation "
+        "excluded, as in the paper), mean over runs (hardware-dependent).\n\n" + markdown_table(header, rows_md)
+    )
     write_csv_md(csv_path, md_path, table, md)
     return table
 
@@ -348,10 +438,14 @@ def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd
     missing = [b for b in spec["blocks"] if b not in set(curves.block)]
     if missing:
         raise ValueError(f"Figure 1: no {variant} runs of blocks {missing}")
-    curves = (curves.groupby(["block", "initializer", "epoch"], sort=False).valid_paper_bleu
-              .agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count").reset_index())
-    curves.insert(2, "label", [display_name(i, config["blocks"][b]["family"])
-                               for b, i in zip(curves.block, curves.initializer)])
+    curves = (
+        curves.groupby(["block", "initializer", "epoch"], sort=False)
+        .valid_paper_bleu.agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count")
+        .reset_index()
+    )
+    curves.insert(
+        2, "label", [display_name(i, config["blocks"][b]["family"]) for b, i in zip(curves.block, curves.initializer)]
+    )
 
     fig = Figure(figsize=(5 * len(spec["blocks"]), 4), layout="constrained")
     for ax, block in zip(fig.subplots(1, len(spec["blocks"]), squeeze=False)[0], spec["blocks"]):
@@ -360,8 +454,14 @@ def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd
             line = part[part.initializer == init].sort_values("epoch")
             drawn = ax.plot(line.epoch, line.valid_bleu_mean, marker="o", markersize=3, label=line.label.iloc[0])
             sigma = line.valid_bleu_std.fillna(0)  # one seed: no band
-            ax.fill_between(line.epoch, line.valid_bleu_mean - sigma, line.valid_bleu_mean + sigma,
-                            color=drawn[0].get_color(), alpha=0.2, linewidth=0)
+            ax.fill_between(
+                line.epoch,
+                line.valid_bleu_mean - sigma,
+                line.valid_bleu_mean + sigma,
+                color=drawn[0].get_color(),
+                alpha=0.2,
+                linewidth=0,
+            )
         task = config["blocks"][block]["task"]
         task = TASK_DISPLAY.get(task, task)
         ax.set_title(f"{task} ({block})\n" + textwrap.fill(block_sources(config, block)[1], 60), fontsize=8)

@@ -14,6 +14,7 @@ input file): a checkpoint of another identity, a corrupt one, or a finished one 
 trains from scratch, so a rerun after any change gives what a fresh run gives. Only a run whose `epochs`
 grew, with everything else identical, continues its finished checkpoint.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,9 @@ def build_model(spec: dict, embeddings: dict[str, np.ndarray]) -> nn.Module:
     return Classifier(embeddings["encoder"], spec["num_classes"], config)
 
 
-def batch_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device
-               ) -> tuple[torch.Tensor, int]:
+def batch_loss(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device
+) -> tuple[torch.Tensor, int]:
     """Summed cross-entropy of one (CPU) batch and its number of terms: target tokens or examples."""
     inputs, targets = batch
     # counted on the CPU copy: no device sync
@@ -81,8 +83,13 @@ def batch_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], devic
 def adam(model: nn.Module, lr: float, train_cfg: dict) -> torch.optim.Adam:
     """Adam over the trainable parameters, as one fused kernel per step on the CPU and CUDA alike (torch's
     CPU default is a loop of about ten operations per parameter tensor; docs/performance.md)."""
-    return torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr,
-                            betas=tuple(train_cfg["adam_betas"]), eps=train_cfg["adam_eps"], fused=True)
+    return torch.optim.Adam(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=lr,
+        betas=tuple(train_cfg["adam_betas"]),
+        eps=train_cfg["adam_eps"],
+        fused=True,
+    )
 
 
 def check_finite(value: float, name: str, epoch: int, what: str) -> None:
@@ -90,8 +97,16 @@ def check_finite(value: float, name: str, epoch: int, what: str) -> None:
         raise FloatingPointError(f"run {name}: {what} became {value} in epoch {epoch}")
 
 
-def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, data, batches: Iterable[np.ndarray],
-                device: torch.device, bf16: bool, name: str = "", epoch: int = 0) -> tuple[float, int]:
+def train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data,
+    batches: Iterable[np.ndarray],
+    device: torch.device,
+    bf16: bool,
+    name: str = "",
+    epoch: int = 0,
+) -> tuple[float, int]:
     """One pass of Adam steps over `batches`; returns (mean loss per term, real non-pad tokens seen)."""
     model.train()
     lengths = data.lengths()
@@ -143,8 +158,9 @@ def clean(text: str) -> str:
     return " ".join(text.split())
 
 
-def translate(model: Translator, data, batch_size: int, device: torch.device, bf16: bool,
-              max_extra: int) -> list[list[int]]:
+def translate(
+    model: Translator, data, batch_size: int, device: torch.device, bf16: bool, max_extra: int
+) -> list[list[int]]:
     """Greedy translations of every source sentence as decoder ids (<eos> and after cut), in the data's order."""
     model.eval()
     hypotheses: list[list[int]] = [[] for _ in range(len(data))]
@@ -165,29 +181,35 @@ def paper_bleu() -> BLEU:
 
 class BleuTexts(NamedTuple):
     """One split's BLEU inputs, one sentence per line: tokens for paper BLEU, text for standard sacreBLEU."""
+
     tok_hyp: list[str]
     tok_ref: list[str]
     hyp: list[str]
     ref: list[str]
 
 
-def bleu_texts(hypotheses: list[list[int]], data, vocab_tokens: Sequence[str],
-               detokenize: Callable[[Sequence[int]], str]) -> BleuTexts:
+def bleu_texts(
+    hypotheses: list[list[int]], data, vocab_tokens: Sequence[str], detokenize: Callable[[Sequence[int]], str]
+) -> BleuTexts:
     """Hypotheses as the decoder's vocabulary tokens (<unk> kept) and as detokenized text; the references
     as the split's own tokens (`ref_tokens`) and text (`ref`)."""
-    return BleuTexts(tok_hyp=[" ".join(vocab_tokens[i] for i in ids if i != BOS) for ids in hypotheses],
-                     tok_ref=[" ".join(tokens) for tokens in data.ref_tokens],
-                     hyp=[clean(detokenize(ids)) for ids in hypotheses],
-                     ref=[clean(text) for text in data.ref])
+    return BleuTexts(
+        tok_hyp=[" ".join(vocab_tokens[i] for i in ids if i != BOS) for ids in hypotheses],
+        tok_ref=[" ".join(tokens) for tokens in data.ref_tokens],
+        hyp=[clean(detokenize(ids)) for ids in hypotheses],
+        ref=[clean(text) for text in data.ref],
+    )
 
 
 def bleu_scores(texts: BleuTexts) -> dict:
     """Paper BLEU and standard detokenized sacreBLEU (13a), each with its sacreBLEU signature."""
     paper, standard = paper_bleu(), BLEU()
-    return {"paper_bleu": paper.corpus_score(texts.tok_hyp, [texts.tok_ref]).score,
-            "sacrebleu": standard.corpus_score(texts.hyp, [texts.ref]).score,
-            "paper_bleu_signature": str(paper.get_signature()),
-            "sacrebleu_signature": str(standard.get_signature())}
+    return {
+        "paper_bleu": paper.corpus_score(texts.tok_hyp, [texts.tok_ref]).score,
+        "sacrebleu": standard.corpus_score(texts.hyp, [texts.ref]).score,
+        "paper_bleu_signature": str(paper.get_signature()),
+        "sacrebleu_signature": str(standard.get_signature()),
+    }
 
 
 def vocabulary_detokenizer(tokens: Sequence[str]) -> Callable[[Sequence[int]], str]:
@@ -204,10 +226,12 @@ def seed_everything(seed: int) -> None:
 def rng_state() -> dict:
     """Every RNG's state as tensors and plain values, so the checkpoint loads with weights_only=True."""
     name, keys, position, has_gauss, cached = np.random.get_state()
-    return {"python": random.getstate(), "numpy": [name, torch.from_numpy(keys.astype(np.int64)), position,
-                                                    has_gauss, cached],
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    return {
+        "python": random.getstate(),
+        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
 
 
 def set_rng_state(state: dict) -> None:
@@ -223,18 +247,33 @@ def set_rng_state(state: dict) -> None:
 def setup_of(spec: dict) -> dict:
     """The settings a checkpoint must agree with: all but file paths, epochs and where the run runs."""
     machine = ("device", "num_threads")
-    return json.loads(json.dumps({
-        "kind": spec["kind"], "run": spec["run"], "model": spec["model"], "variant": spec["variant"],
-        "train": {k: v for k, v in spec["train"].items() if k not in machine},
-        "batch_size": spec["batch_size"], "lr": spec["lr"], "seed": spec["seed"],
-        "valid_bleu": spec.get("valid_bleu"),
-        "num_classes": spec.get("num_classes")}, sort_keys=True))
+    return json.loads(
+        json.dumps(
+            {
+                "kind": spec["kind"],
+                "run": spec["run"],
+                "model": spec["model"],
+                "variant": spec["variant"],
+                "train": {k: v for k, v in spec["train"].items() if k not in machine},
+                "batch_size": spec["batch_size"],
+                "lr": spec["lr"],
+                "seed": spec["seed"],
+                "valid_bleu": spec.get("valid_bleu"),
+                "num_classes": spec.get("num_classes"),
+            },
+            sort_keys=True,
+        )
+    )
 
 
 def input_files(spec: dict) -> dict[str, str]:
     """Every file the run reads, by role: tokenized splits, embedding layers, vocabularies, tokenizer."""
-    files = {f"{group}.{role}": path for group in ("data", "embeddings", "vocab")
-             for role, path in spec.get(group, {}).items() if path}
+    files = {
+        f"{group}.{role}": path
+        for group in ("data", "embeddings", "vocab")
+        for role, path in spec.get(group, {}).items()
+        if path
+    }
     if spec.get("tokenizer_file"):
         files["tokenizer_file"] = spec["tokenizer_file"]
     return files
@@ -245,7 +284,9 @@ def training_modules() -> list:
     import embinit.models
     from embinit import batching
 
-    models = [importlib.import_module(f"embinit.models.{m.name}") for m in pkgutil.iter_modules(embinit.models.__path__)]
+    models = [
+        importlib.import_module(f"embinit.models.{m.name}") for m in pkgutil.iter_modules(embinit.models.__path__)
+    ]
     return [sys.modules[__name__], batching, embinit.models, *models]
 
 
@@ -256,8 +297,10 @@ def code_digest() -> str:
 
 def identity_of(spec: dict) -> dict:
     """What makes two runs the same run: the settings, the training code and the content of every input."""
-    return {"setup": {**setup_of(spec), "code": code_digest()},
-            "inputs": {role: sha256_of(path) for role, path in input_files(spec).items()}}
+    return {
+        "setup": {**setup_of(spec), "code": code_digest()},
+        "inputs": {role: sha256_of(path) for role, path in input_files(spec).items()},
+    }
 
 
 def identity_differences(old: dict, new: dict) -> list[str]:
@@ -278,8 +321,13 @@ def resumable_checkpoint(path: Path, identity: dict, epochs: int, name: str) -> 
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # truncated, garbage, or a pickle of more than tensors and plain values
-        log.warning("discarding %s: it is unreadable (%s: %s); run %s trains from scratch", path,
-                    type(error).__name__, str(error).splitlines()[0] if str(error) else "", name)
+        log.warning(
+            "discarding %s: it is unreadable (%s: %s); run %s trains from scratch",
+            path,
+            type(error).__name__,
+            str(error).splitlines()[0] if str(error) else "",
+            name,
+        )
         path.unlink()
         return None
     differ = identity_differences(checkpoint.get("identity", {}), identity)
@@ -362,8 +410,14 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
     if translation:
         vocab_tokens = pd.read_parquet(spec["vocab"]["decoder"], columns=["token"])["token"].tolist()
         detokenize = detokenize or vocabulary_detokenizer(vocab_tokens)
-    log.info("run %s: %s, %d parameters, device %s, %d threads", name, kind, model.num_parameters(), device,
-             torch.get_num_threads())
+    log.info(
+        "run %s: %s, %d parameters, device %s, %d threads",
+        name,
+        kind,
+        model.num_parameters(),
+        device,
+        torch.get_num_threads(),
+    )
 
     checkpoint_path = out_dir / "checkpoint.pt"
     identity = identity_of(spec)
@@ -383,13 +437,15 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
         if device.type == "cuda":
             torch.cuda.synchronize()
         train_seconds = time.perf_counter() - began
-        row = {"epoch": epoch, "train_loss": train_loss,
-               "valid_loss": evaluate_loss(model, splits["valid"], batch_size, device, bf16)}
+        row = {
+            "epoch": epoch,
+            "train_loss": train_loss,
+            "valid_loss": evaluate_loss(model, splits["valid"], batch_size, device, bf16),
+        }
         check_finite(row["valid_loss"], name, epoch, "validation loss")
         if translation:
             if spec.get("valid_bleu", True):
-                hypotheses = translate(model, splits["valid"], batch_size, device, bf16,
-                                       train_cfg["decode_max_extra"])
+                hypotheses = translate(model, splits["valid"], batch_size, device, bf16, train_cfg["decode_max_extra"])
                 scores = bleu_scores(bleu_texts(hypotheses, splits["valid"], vocab_tokens, detokenize))
                 row["valid_paper_bleu"], row["valid_sacrebleu"] = scores["paper_bleu"], scores["sacrebleu"]
             if best_model is None or row["valid_loss"] < min(r["valid_loss"] for r in rows):
@@ -403,9 +459,17 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
         row["tokens_per_second"] = tokens / train_seconds
         rows.append({k: float(v) if k != "epoch" else v for k, v in row.items()})
         log.info("%s epoch %d: %s", name, epoch, {k: round(v, 4) for k, v in row.items() if k != "epoch"})
-        checkpoint = {"identity": identity, "epoch": epoch, "finished": False, "model": model.state_dict(),
-                      "optimizer": optimizer.state_dict(), "sampler": generator.get_state(), "rng": rng_state(),
-                      "best_model": best_model, "rows": rows}
+        checkpoint = {
+            "identity": identity,
+            "epoch": epoch,
+            "finished": False,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "sampler": generator.get_state(),
+            "rng": rng_state(),
+            "best_model": best_model,
+            "rows": rows,
+        }
         save_checkpoint(checkpoint_path, checkpoint)
     write_metrics(out_dir / "metrics.parquet", rows)
 
@@ -415,32 +479,48 @@ def _train(spec: dict, out_dir: Path, detokenize: Callable[[Sequence[int]], str]
         hypotheses = translate(model, splits["test"], batch_size, device, bf16, train_cfg["decode_max_extra"])
         texts = bleu_texts(hypotheses, splits["test"], vocab_tokens, detokenize)
         scores = bleu_scores(texts)
-        selected = {"best_epoch": best["epoch"], "best_valid_loss": best["valid_loss"],
-                    "valid_paper_bleu": best.get("valid_paper_bleu"), "valid_sacrebleu": best.get("valid_sacrebleu"),
-                    "test_paper_bleu": scores["paper_bleu"], "test_sacrebleu": scores["sacrebleu"],
-                    "paper_bleu_signature": scores["paper_bleu_signature"],
-                    "sacrebleu_signature": scores["sacrebleu_signature"], "test_size": len(texts.ref)}
+        selected = {
+            "best_epoch": best["epoch"],
+            "best_valid_loss": best["valid_loss"],
+            "valid_paper_bleu": best.get("valid_paper_bleu"),
+            "valid_sacrebleu": best.get("valid_sacrebleu"),
+            "test_paper_bleu": scores["paper_bleu"],
+            "test_sacrebleu": scores["sacrebleu"],
+            "paper_bleu_signature": scores["paper_bleu_signature"],
+            "sacrebleu_signature": scores["sacrebleu_signature"],
+            "test_size": len(texts.ref),
+        }
         for name, lines in texts._asdict().items():  # tok_hyp -> test.tok.hyp.txt, hyp -> test.hyp.txt
             write_text_atomic(out_dir / f"test.{name.replace('_', '.')}.txt", "".join(f"{x}\n" for x in lines))
     else:
         best = max(rows, key=lambda r: r["valid_acc"])  # earliest epoch on ties
-        selected = {"best_epoch": best["epoch"], "best_valid_acc": best["valid_acc"],
-                    "best_valid_loss": min(r["valid_loss"] for r in rows)}
+        selected = {
+            "best_epoch": best["epoch"],
+            "best_valid_acc": best["valid_acc"],
+            "best_valid_loss": min(r["valid_loss"] for r in rows),
+        }
         if "test_acc" in best:  # MNLI mismatched: its own best epoch, as the paper reports it
             best_test = max(rows, key=lambda r: r["test_acc"])
             selected.update(best_test_acc=best_test["test_acc"], best_test_epoch=best_test["epoch"])
 
-    final = {**run, "kind": kind, **selected,
-             "params": model.num_parameters(),
-             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
-             "train_minutes_per_epoch": float(np.mean([r["train_seconds"] for r in rows])) / 60,
-             "valid_minutes_per_epoch": float(np.mean([r["valid_seconds"] for r in rows])) / 60,
-             "vocab_sizes": {side: int(e.shape[0]) for side, e in embeddings.items()},
-             "embedding_dim": int(embeddings["encoder"].shape[1]),
-             "train_size": len(splits["train"]), "epochs": spec["epochs"], "batch_size": batch_size,
-             "lr": spec["lr"], "device": _describe(device),
-             "pos_encoding": spec["variant"]["pos_encoding"],
-             "embedding_trainable": spec["variant"]["embedding_trainable"]}
+    final = {
+        **run,
+        "kind": kind,
+        **selected,
+        "params": model.num_parameters(),
+        "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "train_minutes_per_epoch": float(np.mean([r["train_seconds"] for r in rows])) / 60,
+        "valid_minutes_per_epoch": float(np.mean([r["valid_seconds"] for r in rows])) / 60,
+        "vocab_sizes": {side: int(e.shape[0]) for side, e in embeddings.items()},
+        "embedding_dim": int(embeddings["encoder"].shape[1]),
+        "train_size": len(splits["train"]),
+        "epochs": spec["epochs"],
+        "batch_size": batch_size,
+        "lr": spec["lr"],
+        "device": _describe(device),
+        "pos_encoding": spec["variant"]["pos_encoding"],
+        "embedding_trainable": spec["variant"]["embedding_trainable"],
+    }
     write_text_atomic(out_dir / "final.json", json.dumps(final, indent=2) + "\n")
     save_checkpoint(checkpoint_path, {**checkpoint, "finished": True})
     log.info("run %s done: %s", name, selected)

@@ -5,6 +5,7 @@ Word level: blank spaCy tokenizers (en, de), lowercased. Sub-word level: the LM'
 entry then records its LM id, so the embedding stage can take exactly that row of the LM's matrix.
 Rows 0..3 are always the specials, so indices agree across every vocabulary the pipeline builds.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,12 @@ SPLIT_LAYOUT = 2
 UNK, PAD, BOS, EOS = range(4)
 
 # How each special is spelled in the LM vocabularies we read; the first one present wins.
-_LM_SPECIALS = {"<unk>": ("[UNK]", "<unk>"), "<pad>": ("[PAD]", "<pad>"),
-                "<bos>": ("[CLS]", "<s>"), "<eos>": ("[SEP]", "</s>")}
+_LM_SPECIALS = {
+    "<unk>": ("[UNK]", "<unk>"),
+    "<pad>": ("[PAD]", "<pad>"),
+    "<bos>": ("[CLS]", "<s>"),
+    "<eos>": ("[SEP]", "</s>"),
+}
 
 
 class SpacyTokenizer:
@@ -97,8 +102,12 @@ class SentencePieceTokenizer(HFTokenizer):
         return self._sp.encode(list(texts))
 
     def special_lm_ids(self) -> dict[str, int | None]:
-        ids = {"<unk>": self._sp.unk_id(), "<pad>": self._sp.pad_id(),
-               "<bos>": self._sp.bos_id(), "<eos>": self._sp.eos_id()}
+        ids = {
+            "<unk>": self._sp.unk_id(),
+            "<pad>": self._sp.pad_id(),
+            "<bos>": self._sp.bos_id(),
+            "<eos>": self._sp.eos_id(),
+        }
         return {s: (i if i >= 0 else None) for s, i in ids.items()}
 
     def token_of(self, key: int) -> str:
@@ -125,8 +134,9 @@ def build_vocab(tokenizer, token_lists: list[list], min_freq: int) -> pd.DataFra
     counts = Counter(key for tokens in token_lists for key in tokens)
     special_ids = tokenizer.special_lm_ids()
     specials = {i for i in special_ids.values() if i is not None}  # e.g. a sub-word [UNK]: already row 0
-    kept = sorted((k for k, c in counts.items() if c >= min_freq and k not in specials),
-                  key=lambda k: (-counts[k], str(k)))
+    kept = sorted(
+        (k for k, c in counts.items() if c >= min_freq and k not in specials), key=lambda k: (-counts[k], str(k))
+    )
     rows = [(s, 0, True, special_ids[s]) for s in SPECIALS]
     rows += [(tokenizer.token_of(k), counts[k], False, tokenizer.lm_id_of(k)) for k in kept]
     frame = pd.DataFrame(rows, columns=["token", "count", "special", "lm_id"])
@@ -146,8 +156,9 @@ def encode(token_lists: list[list], vocab: pd.DataFrame) -> list[list[int]]:
     return [[BOS, *(index.get(k, UNK) for k in tokens), EOS] for tokens in token_lists]
 
 
-def make_detokenizer(vocab_path: str, tokenizer_name: str, tokenizer_file: str | None = None,
-                     lang: str | None = None) -> Callable[[Sequence[int]], str]:
+def make_detokenizer(
+    vocab_path: str, tokenizer_name: str, tokenizer_file: str | None = None, lang: str | None = None
+) -> Callable[[Sequence[int]], str]:
     """Turn model output (vocabulary indices, specials dropped) back into text for BLEU."""
     vocab = pd.read_parquet(vocab_path)
     tokenizer = load_tokenizer(tokenizer_name, lang, tokenizer_file)
@@ -161,8 +172,14 @@ def make_detokenizer(vocab_path: str, tokenizer_name: str, tokenizer_file: str |
     return detokenize
 
 
-def build(kind: str, splits: dict[str, str], tokenizers: dict[str, object], min_freq: int,
-          vocab_out: dict[str, str], tokenized_out: dict[str, str]) -> dict[str, int]:
+def build(
+    kind: str,
+    splits: dict[str, str],
+    tokenizers: dict[str, object],
+    min_freq: int,
+    vocab_out: dict[str, str],
+    tokenized_out: dict[str, str],
+) -> dict[str, int]:
     """Tokenize every split, build each side's vocabulary from train, write vocabularies and id lists.
 
     `tokenizers` maps side -> tokenizer; translation sides read `src` (encoder) and `tgt` (decoder),
@@ -190,11 +207,14 @@ def build(kind: str, splits: dict[str, str], tokenizers: dict[str, object], min_
     for split, frame in frames.items():
         if kind == "translation":
             decoder = tokenizers["decoder"]
-            out = pd.DataFrame({"src_ids": encode(tokens[("encoder", split)], vocabs["encoder"]),
-                                "tgt_ids": encode(tokens[("decoder", split)], vocabs["decoder"]),
-                                "ref": frame["tgt"].str.lower() if decoder.lowercase else frame["tgt"],
-                                "ref_tokens": [[decoder.token_of(k) for k in keys]
-                                               for keys in tokens[("decoder", split)]]})
+            out = pd.DataFrame(
+                {
+                    "src_ids": encode(tokens[("encoder", split)], vocabs["encoder"]),
+                    "tgt_ids": encode(tokens[("decoder", split)], vocabs["decoder"]),
+                    "ref": frame["tgt"].str.lower() if decoder.lowercase else frame["tgt"],
+                    "ref_tokens": [[decoder.token_of(k) for k in keys] for keys in tokens[("decoder", split)]],
+                }
+            )
         else:
             ids = _classification_ids(tokens[("encoder", split)], vocabs["encoder"], pairs)
             out = pd.DataFrame({"ids": ids, "label": frame["label"].astype("int64")})

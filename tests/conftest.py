@@ -1,4 +1,5 @@
 """Shared fixtures: tiny datasets in the real raw formats, and the snakemake runner used by workflow tests."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,13 +14,26 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),
-                                  reason=f"the data mirror {SHARED_DATA} is absent (it sits beside the repo in CI)")
+needs_shared = pytest.mark.skipif(
+    not SHARED_DATA.is_dir(), reason=f"the data mirror {SHARED_DATA} is absent (it sits beside the repo in CI)"
+)
 
-EN = ["A man rides a red bike .", "Two dogs play in the snow .", "A woman reads a book .",
-      "A man reads a red book .", "Two women ride bikes .", "A dog runs in the park ."]
-DE = ["Ein Mann fährt ein rotes Fahrrad .", "Zwei Hunde spielen im Schnee .", "Eine Frau liest ein Buch .",
-      "Ein Mann liest ein rotes Buch .", "Zwei Frauen fahren Fahrrad .", "Ein Hund rennt im Park ."]
+EN = [
+    "A man rides a red bike .",
+    "Two dogs play in the snow .",
+    "A woman reads a book .",
+    "A man reads a red book .",
+    "Two women ride bikes .",
+    "A dog runs in the park .",
+]
+DE = [
+    "Ein Mann fährt ein rotes Fahrrad .",
+    "Zwei Hunde spielen im Schnee .",
+    "Eine Frau liest ein Buch .",
+    "Ein Mann liest ein rotes Buch .",
+    "Zwei Frauen fahren Fahrrad .",
+    "Ein Hund rennt im Park .",
+]
 
 
 def write_gz_lines(path: Path, lines: list[str]) -> None:
@@ -41,8 +55,12 @@ def tiny_mirror(tmp_path: Path) -> Path:
     for split, n in (("train", 6), ("val", 3), ("test_2016_flickr", 3)):
         write_gz_lines(raw / f"{split}.en.gz", (EN * 2)[:n] if split != "train" else EN * 3)
         write_gz_lines(raw / f"{split}.de.gz", (DE * 2)[:n] if split != "train" else DE * 3)
-    sst = [["a gripping , funny film", "1"], ["dull and lifeless", "0"], ["a funny , warm film", "1"],
-           ["lifeless and dull plot", "0"]] * 5
+    sst = [
+        ["a gripping , funny film", "1"],
+        ["dull and lifeless", "0"],
+        ["a funny , warm film", "1"],
+        ["lifeless and dull plot", "0"],
+    ] * 5
     write_tsv(root / "glue" / "SST-2" / "train.tsv", ["sentence", "label"], sst)
     write_tsv(root / "glue" / "SST-2" / "dev.tsv", ["sentence", "label"], sst[:4])
     return root
@@ -54,10 +72,10 @@ def load_default_config() -> dict:
 
 def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout: int = 600):
     """Run snakemake from this venv on the repo's workflow; return the CompletedProcess."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(cwd),
-           *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONHASHSEED": "0"})
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(cwd), *args]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONHASHSEED": "0"}
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
@@ -71,8 +89,12 @@ def write_config(path: Path, overrides: dict) -> Path:
 
 def planned_outputs(proc) -> set[str]:
     """Every output file a `snakemake -n` run lists (its "output:" lines)."""
-    return {f for line in proc.stdout.splitlines() if line.strip().startswith("output:")
-            for f in re.split(r",\s*", line.split("output:", 1)[1].strip())}
+    return {
+        f
+        for line in proc.stdout.splitlines()
+        if line.strip().startswith("output:")
+        for f in re.split(r",\s*", line.split("output:", 1)[1].strip())
+    }
 
 
 STAND_IN = "GloVe-6B-50d (stand-in for GloVe 840B)"
@@ -83,14 +105,22 @@ TABLES_CONFIG = {  # a config for embinit.tables / paper_comparison on fabricate
         "sst2_glove6b50d": {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe"},
         "sst2_bert": {"task": "sst2", "sources": {"encoder": "bert"}, "family": "BERT"},
         "mnli_bert": {"task": "mnli", "sources": {"encoder": "bert"}, "family": "BERT"},
-        "multi30k_glove6b50d": {"task": "multi30k", "sources": {"encoder": None, "decoder": "glove6b50d"},
-                                "family": "GloVe"},
+        "multi30k_glove6b50d": {
+            "task": "multi30k",
+            "sources": {"encoder": None, "decoder": "glove6b50d"},
+            "family": "GloVe",
+        },
     },
-    "variants": {"base": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
-                 "frozen": {"pos_encoding": "sinusoidal", "embedding_trainable": False},
-                 "nopos": {"pos_encoding": "none", "embedding_trainable": True},
-                 "nopos_frozen": {"pos_encoding": "none", "embedding_trainable": False}},
-    "table3": {"block": "multi30k_glove6b50d", "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],
-               "variants": ["nopos_frozen", "nopos", "frozen", "base"]},  # the paper's row order
+    "variants": {
+        "base": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
+        "frozen": {"pos_encoding": "sinusoidal", "embedding_trainable": False},
+        "nopos": {"pos_encoding": "none", "embedding_trainable": True},
+        "nopos_frozen": {"pos_encoding": "none", "embedding_trainable": False},
+    },
+    "table3": {
+        "block": "multi30k_glove6b50d",
+        "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],
+        "variants": ["nopos_frozen", "nopos", "frozen", "base"],
+    },  # the paper's row order
     "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
 }

@@ -1,4 +1,5 @@
 """embinit.analogy: 3CosAdd agrees with gensim's evaluate_word_analogies; Table 4's transformations."""
+
 import gzip
 import importlib.metadata
 
@@ -34,8 +35,7 @@ def gensim_counts(words, vectors, questions_path):
     """(correct, applicable) of gensim on the same vectors and vocabulary."""
     kv = KeyedVectors(vectors.shape[1])
     kv.add_vectors(list(words), vectors)
-    _, sections = kv.evaluate_word_analogies(str(questions_path), restrict_vocab=len(words),
-                                             case_insensitive=True)
+    _, sections = kv.evaluate_word_analogies(str(questions_path), restrict_vocab=len(words), case_insensitive=True)
     total = sections[-1]
     return len(total["correct"]), len(total["correct"]) + len(total["incorrect"])
 
@@ -48,8 +48,9 @@ def offset_world(tmp_path):
     base = rng.normal(size=(6, 16))
     vectors = np.vstack([base, base + rng.normal(size=16), rng.normal(size=(20, 16))]).astype(np.float32)
     words = countries + capitals + [f"noise{i}" for i in range(20)]
-    lines = [": capital-world"] + [f"Capital{i} country{i} capital{j} Country{j}"
-                                   for i in range(6) for j in range(6) if i != j]
+    lines = [": capital-world"] + [
+        f"Capital{i} country{i} capital{j} Country{j}" for i in range(6) for j in range(6) if i != j
+    ]
     lines += ["capital0 country0 paris france", "not a question", ": other", "noise0 noise1 noise2 noise3"]
     path = tmp_path / "questions.txt"
     path.write_text("\n".join(lines) + "\n")
@@ -145,8 +146,7 @@ def test_unscaled_option_adds_p_to_the_raw_layer():
 def test_xavier_std_then_pos_enc_composes(pos_enc, scale):
     ctx = analogy.make_context(TINY.shape, 1, 10, 10000, pos_enc=pos_enc)
     standardized = analogy.transform(TINY, "GloVe & Xavier-Std", ctx)
-    assert np.array_equal(analogy.transform(TINY, "GloVe & Xavier-Std & Pos. Enc.", ctx),
-                          standardized * scale + ctx.p)
+    assert np.array_equal(analogy.transform(TINY, "GloVe & Xavier-Std & Pos. Enc.", ctx), standardized * scale + ctx.p)
 
 
 @pytest.mark.parametrize("pos_enc, scale", [("model_input", np.sqrt(8)), ("unscaled", 1.0)])
@@ -173,11 +173,19 @@ def test_pos_rows_is_honoured():
 
 
 def config_for(block="m30k"):
-    return {"table4": {"block": block, "side": "decoder", "seed": 0, "pos_enc": "model_input", "pos_rows": 64,
-                       "sensitivity_rows": [4, 64]},
-            "model": {"max_len": 256, "pos_base": 10000},
-            "blocks": {block: {"sources": {"encoder": None, "decoder": "glove6b50d"}}},
-            "sources": {"glove6b50d": {"display": "GloVe-6B-50d (stand-in for GloVe 840B)"}}}
+    return {
+        "table4": {
+            "block": block,
+            "side": "decoder",
+            "seed": 0,
+            "pos_enc": "model_input",
+            "pos_rows": 64,
+            "sensitivity_rows": [4, 64],
+        },
+        "model": {"max_len": 256, "pos_base": 10000},
+        "blocks": {block: {"sources": {"encoder": None, "decoder": "glove6b50d"}}},
+        "sources": {"glove6b50d": {"display": "GloVe-6B-50d (stand-in for GloVe 840B)"}},
+    }
 
 
 @pytest.fixture
@@ -185,8 +193,7 @@ def layer_files(offset_world, tmp_path):
     words, vectors, path = offset_world
     tokens, matrix = with_specials(words, vectors)
     np.save(tmp_path / "pretrained_decoder.npy", matrix)
-    sidecar = pd.DataFrame({"index": range(len(tokens)), "token": tokens,
-                            "matched": [False] * 4 + [True] * len(words)})
+    sidecar = pd.DataFrame({"index": range(len(tokens)), "token": tokens, "matched": [False] * 4 + [True] * len(words)})
     sidecar.to_parquet(tmp_path / "pretrained_decoder.parquet")
     return tmp_path / "pretrained_decoder.npy", tmp_path / "pretrained_decoder.parquet", path
 
@@ -194,8 +201,17 @@ def layer_files(offset_world, tmp_path):
 def test_table4_writes_csv_and_md_with_the_source(layer_files, tmp_path):
     analogy.table4(*layer_files, config_for(), tmp_path / "table4.csv", tmp_path / "table4.md")
     csv = pd.read_csv(tmp_path / "table4.csv")
-    assert list(csv.columns) == ["block", "side", "source", "source_display", "transformation", "accuracy",
-                                 "correct", "applicable", "total"]
+    assert list(csv.columns) == [
+        "block",
+        "side",
+        "source",
+        "source_display",
+        "transformation",
+        "accuracy",
+        "correct",
+        "applicable",
+        "total",
+    ]
     assert set(csv.source) == {"glove6b50d"} and len(csv) == len(analogy.TRANSFORMS)
     md = (tmp_path / "table4.md").read_text()
     assert "stand-in for GloVe 840B" in md and "x sqrt(D) + P" in md and "Rows of P drawn from: 64" in md
@@ -226,10 +242,17 @@ def multi30k_glove6b50d(tmp_path_factory):
         lines = [line.rstrip("\r\n") for line in f]
     tokenizer = load_tokenizer("spacy", "en")
     build_vocab(tokenizer, tokenizer.tokenize(lines), config["tasks"]["multi30k"]["min_freq"]).to_parquet(
-        tmp / "vocab.parquet")
-    extract(str(tmp / "vocab.parquet"), config["sources"]["glove6b50d"], kumo_files(),
-            config["embeddings"]["missing"], config["embeddings"]["missing_seed"],
-            str(tmp / "layer.npy"), str(tmp / "layer.parquet"))
+        tmp / "vocab.parquet"
+    )
+    extract(
+        str(tmp / "vocab.parquet"),
+        config["sources"]["glove6b50d"],
+        kumo_files(),
+        config["embeddings"]["missing"],
+        config["embeddings"]["missing_seed"],
+        str(tmp / "layer.npy"),
+        str(tmp / "layer.parquet"),
+    )
     return np.load(tmp / "layer.npy"), pd.read_parquet(tmp / "layer.parquet").token.tolist(), config
 
 
@@ -241,14 +264,16 @@ def test_position_encoding_leaves_real_glove_analogies_intact(multi30k_glove6b50
     spec = config["table4"]
     assert vectors.shape == (5893, 50)
     questions = analogy.load_questions(SHARED_QUESTIONS)
-    table = analogy.evaluate(vectors, tokens, questions, spec["seed"], spec["pos_rows"],
-                             config["model"]["pos_base"], spec["pos_enc"])
+    table = analogy.evaluate(
+        vectors, tokens, questions, spec["seed"], spec["pos_rows"], config["model"]["pos_base"], spec["pos_enc"]
+    )
     accuracy = 100 * table.set_index("transformation").accuracy
     assert table.applicable.iloc[0] == 1631  # the paper's applicable count
     assert accuracy["GloVe"] > 50
     assert abs(accuracy["GloVe & Pos. Enc."] - accuracy["GloVe"]) <= 5
     assert accuracy["GloVe & Xavier-Std & Pos. Enc."] < accuracy["GloVe"] - 30
-    unscaled = analogy.make_context(vectors.shape, spec["seed"], spec["pos_rows"], config["model"]["pos_base"],
-                                    pos_enc="unscaled")
+    unscaled = analogy.make_context(
+        vectors.shape, spec["seed"], spec["pos_rows"], config["model"]["pos_base"], pos_enc="unscaled"
+    )
     literal = analogy.analogy_accuracy(analogy.transform(vectors, "GloVe & Pos. Enc.", unscaled), tokens, questions)
     assert 100 * literal["accuracy"] < accuracy["GloVe"] - 30

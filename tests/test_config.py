@@ -1,4 +1,5 @@
 """embinit.config: a bad config file or value fails at workflow load, naming the file or the key."""
+
 import pytest
 from snakemake.utils import update_config
 
@@ -21,12 +22,15 @@ def _check_error(overrides: dict) -> str:
     return str(error.value)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("", "is empty; it must map config keys to values"),
-    ("# only a comment\n", "is empty"),
-    ("- a\n- list\n", "is a list; it must map config keys to values"),
-    ("run_blocks: [sst2_glove,\nmodel: {}\n", "is not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "is empty; it must map config keys to values"),
+        ("# only a comment\n", "is empty"),
+        ("- a\n- list\n", "is a list; it must map config keys to values"),
+        ("run_blocks: [sst2_glove,\nmodel: {}\n", "is not valid YAML"),
+    ],
+)
 def test_load_names_the_file(tmp_path, text, expected):
     path = tmp_path / "config.yaml"
     path.write_text(text)
@@ -39,7 +43,7 @@ def test_load_yaml_error_gives_the_line(tmp_path):
     path.write_bytes(b"mirror: null\nrun_blocks: [a,\nb: c\n")
     with pytest.raises(ConfigError, match=r'while parsing a flow sequence\n  in "[^"]*c\.yaml", line 2, column 13'):
         load(path)
-    path.write_bytes(b"mirror: caf\xe9\n")   # not UTF-8
+    path.write_bytes(b"mirror: caf\xe9\n")  # not UTF-8
     with pytest.raises(ConfigError, match=f"config file {path} is not valid YAML"):
         load(path)
 
@@ -54,9 +58,15 @@ def test_the_shipped_configs_pass():
 
 
 def test_validate_lists_every_violation_on_one_line_each():
-    config = _config({"blocks": {"sst2_glove": {"epochs": "five", "epoch": 3}}, "run_blocks": [],
-                      "table4": {"side": "middle"}, "extra": 1})
-    config["tasks"] = []   # a whole section of the wrong type: its schema is not printed
+    config = _config(
+        {
+            "blocks": {"sst2_glove": {"epochs": "five", "epoch": 3}},
+            "run_blocks": [],
+            "table4": {"side": "middle"},
+            "extra": 1,
+        }
+    )
+    config["tasks"] = []  # a whole section of the wrong type: its schema is not printed
     with pytest.raises(ConfigError) as error:
         validate(config, SCHEMA, ["config.yaml", "bad.yaml"])
     header, *lines = str(error.value).splitlines()
@@ -72,10 +82,13 @@ def test_validate_lists_every_violation_on_one_line_each():
 
 
 def test_heads_must_divide_d_of_every_trained_block():
-    assert "config key model.heads: 7 heads do not divide D = 768 of block 'sst2_bert'; set model.heads_by_dim.768" \
+    assert (
+        "config key model.heads: 7 heads do not divide D = 768 of block 'sst2_bert'; set model.heads_by_dim.768"
         in _check_error({"model": {"heads": 7}})
+    )
     assert _check_error({"model": {"heads_by_dim": {300: 7}}}).startswith(
-        "config key model.heads_by_dim.300: 7 heads do not divide D = 300 of block 'sst2_glove'")
+        "config key model.heads_by_dim.300: 7 heads do not divide D = 300 of block 'sst2_glove'"
+    )
     # only blocks that train are checked: 12 heads fit 768 (BERT, mT5) and 384 (MiniLM), not T5's 512
     config = _config({"model": {"heads": 12}, "run_blocks": ["sst2_bert", "multi30k_mt5"]})
     assert "sst2_t5" not in trained_blocks(config)
@@ -90,14 +103,21 @@ def test_heads_for_uses_heads_by_dim_first():
     assert (heads_for(model, 300), heads_for(model, 50), heads_for(model, 768)) == (10, 5, 8)
 
 
-@pytest.mark.parametrize("params, expected", [
-    ({"Pretrained_Shuffled": {"mode": "columns"}},
-     "config key initializer_params.Pretrained_Shuffled.mode: unknown name 'columns'; allowed: elements, rows_columns"),
-    ({"Pretrained_Shuffled": {"mdoe": "elements"}},
-     "config key initializer_params.Pretrained_Shuffled.mdoe: unknown name 'mdoe'; allowed: mode"),
-    ({"Xavier": {"gain": 2}}, "config key initializer_params.Xavier.gain: unknown name 'gain'; allowed: none"),
-    ({"Xavier": {"rng": 2}}, "config key initializer_params.Xavier.rng: unknown name 'rng'; allowed: none"),
-])
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        (
+            {"Pretrained_Shuffled": {"mode": "columns"}},
+            "config key initializer_params.Pretrained_Shuffled.mode: unknown name 'columns'; allowed: elements, rows_columns",
+        ),
+        (
+            {"Pretrained_Shuffled": {"mdoe": "elements"}},
+            "config key initializer_params.Pretrained_Shuffled.mdoe: unknown name 'mdoe'; allowed: mode",
+        ),
+        ({"Xavier": {"gain": 2}}, "config key initializer_params.Xavier.gain: unknown name 'gain'; allowed: none"),
+        ({"Xavier": {"rng": 2}}, "config key initializer_params.Xavier.rng: unknown name 'rng'; allowed: none"),
+    ],
+)
 def test_initializer_params_are_checked_against_the_function(params, expected):
     assert _check_error({"initializer_params": params}) == expected
 
@@ -107,19 +127,29 @@ def test_initializer_params_accept_every_allowed_value():
         check(_config({"initializer_params": {"Pretrained_Shuffled": {"mode": mode}}}))
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ({"table4": {"block": "multi30k_glvoe"}}, "config key table4.block: unknown name 'multi30k_glvoe'"),
-    ({"table6": {"block": "nope"}}, "config key table6.block: unknown name 'nope'"),
-    ({"figure1": {"blocks": ["multi30k_glove", "nope"]}}, "config key figure1.blocks[1]: unknown name 'nope'"),
-    ({"figure1": {"seeds": {"multi30k_glvoe": 5}}}, "config key figure1.seeds.multi30k_glvoe: unknown name"),
-    ({"table4": {"block": "sst2_glove", "side": "decoder"}},
-     "config key table4.side: unknown name 'decoder'; allowed: encoder"),
-    ({"table6": {"block": "multi30k_glove6b50d", "side": "encoder"}},
-     "config key table6.side: the encoder of block 'multi30k_glove6b50d' has no pre-trained source "
-     "(blocks.multi30k_glove6b50d.sources.encoder is null); table6 needs one"),
-    ({"table3": {"block": "sst2_glove"}}, "config key table3.block: block 'sst2_glove' is not a translation block"),
-    ({"figure1": {"blocks": ["sst2_bert"]}}, "config key figure1.blocks[0]: block 'sst2_bert' is not a translation"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({"table4": {"block": "multi30k_glvoe"}}, "config key table4.block: unknown name 'multi30k_glvoe'"),
+        ({"table6": {"block": "nope"}}, "config key table6.block: unknown name 'nope'"),
+        ({"figure1": {"blocks": ["multi30k_glove", "nope"]}}, "config key figure1.blocks[1]: unknown name 'nope'"),
+        ({"figure1": {"seeds": {"multi30k_glvoe": 5}}}, "config key figure1.seeds.multi30k_glvoe: unknown name"),
+        (
+            {"table4": {"block": "sst2_glove", "side": "decoder"}},
+            "config key table4.side: unknown name 'decoder'; allowed: encoder",
+        ),
+        (
+            {"table6": {"block": "multi30k_glove6b50d", "side": "encoder"}},
+            "config key table6.side: the encoder of block 'multi30k_glove6b50d' has no pre-trained source "
+            "(blocks.multi30k_glove6b50d.sources.encoder is null); table6 needs one",
+        ),
+        ({"table3": {"block": "sst2_glove"}}, "config key table3.block: block 'sst2_glove' is not a translation block"),
+        (
+            {"figure1": {"blocks": ["sst2_bert"]}},
+            "config key figure1.blocks[0]: block 'sst2_bert' is not a translation",
+        ),
+    ],
+)
 def test_table_and_figure_blocks_fit_their_output(overrides, expected):
     assert _check_error(overrides).startswith(expected)
 

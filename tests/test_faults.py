@@ -3,6 +3,7 @@
 Each case compares against what a fresh run in an empty directory gives, or checks the message and what is
 left on disk (docs/reliability.md lists them).
 """
+
 import json
 import os
 import stat
@@ -21,21 +22,26 @@ TIMING = ["train_seconds", "valid_seconds", "tokens_per_second"]
 
 def _run_config(path, mirror, **extra):
     """One SST-2 run on the tiny mirror, started from GloVe 6B 50d (the PyPI stand-in)."""
-    return write_config(path, {
-        "mirror": str(mirror),
-        "run_blocks": ["sst2_glove6b50d"],
-        "remotes": {"glue/SST-2/train.tsv": {"sha256": None}, "glue/SST-2/dev.tsv": {"sha256": None}},
-        "model": {"max_len": 64},
-        "blocks": {"sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Pretrained"]}},
-        **extra,
-    })
+    return write_config(
+        path,
+        {
+            "mirror": str(mirror),
+            "run_blocks": ["sst2_glove6b50d"],
+            "remotes": {"glue/SST-2/train.tsv": {"sha256": None}, "glue/SST-2/dev.tsv": {"sha256": None}},
+            "model": {"max_len": 64},
+            "blocks": {"sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Pretrained"]}},
+            **extra,
+        },
+    )
 
 
 def _outcome(workdir):
     """What a run produced, without its timings: the metric rows and final.json's selected values."""
     metrics = pd.read_parquet(workdir / RUN / "metrics.parquet").drop(columns=TIMING)
     final = json.loads((workdir / RUN / "final.json").read_text())
-    return metrics, {k: v for k, v in final.items() if k not in ("train_minutes_per_epoch", "valid_minutes_per_epoch", "device")}
+    return metrics, {
+        k: v for k, v in final.items() if k not in ("train_minutes_per_epoch", "valid_minutes_per_epoch", "device")
+    }
 
 
 def _assert_same_outcome(workdir, expected_workdir):
@@ -59,8 +65,7 @@ def test_rerun_after_a_layer_change_and_a_forced_rerun_equal_fresh_runs(tmp_path
     assert not first[0].equals(_outcome(work)[0])  # the change mattered
     assert "other input embeddings.encoder" in (work / RUN / "train.log").read_text()
 
-    run_snakemake([f"{RUN}/final.json", "--cores", "2", "--forcerun", "train", "--configfile", str(after)],
-                  cwd=work)
+    run_snakemake([f"{RUN}/final.json", "--cores", "2", "--forcerun", "train", "--configfile", str(after)], cwd=work)
     _assert_same_outcome(work, fresh)
     assert "a rerun trains it again" in (work / RUN / "train.log").read_text()
 

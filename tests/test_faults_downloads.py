@@ -3,6 +3,7 @@ wrong URL, no network, a remote that changed since its hash was locked, a corrup
 
 Each case checks the message and what is left on disk (docs/reliability.md lists them).
 """
+
 import io
 import json
 import socket
@@ -106,8 +107,12 @@ def test_no_network_gives_one_line_naming_the_mirror_path_and_prefetch(tmp_path,
     mirror.mkdir()
     out = tmp_path / "raw" / REL
     with pytest.raises(FetchError) as err:
-        fetch(REL, {"url": url, "member": "SST-2/dev.tsv", "sha256": None}, out,
-              FetchSettings(mirror=str(mirror) if with_mirror else None, **FAST))
+        fetch(
+            REL,
+            {"url": url, "member": "SST-2/dev.tsv", "sha256": None},
+            out,
+            FetchSettings(mirror=str(mirror) if with_mirror else None, **FAST),
+        )
     message = str(err.value)
     assert "\n" not in message and url in message and "Connection refused" in message
     assert (str(mirror / REL) if with_mirror else f"<mirror>/{REL}") in message
@@ -141,8 +146,12 @@ def test_strict_hashes_refuse_an_unlocked_remote_without_downloading(server, tmp
     server.routes["/f.tsv"] = [(200, b"x", None)]
     out = tmp_path / "raw" / "f.tsv"
     with pytest.raises(FetchError) as err:
-        fetch("f.tsv", {"url": f"{server.url}/f.tsv", "sha256": None}, out,
-              FetchSettings(lock=str(tmp_path / "remotes.lock"), strict=True, **FAST))
+        fetch(
+            "f.tsv",
+            {"url": f"{server.url}/f.tsv", "sha256": None},
+            out,
+            FetchSettings(lock=str(tmp_path / "remotes.lock"), strict=True, **FAST),
+        )
     assert "strict_hashes: f.tsv has no sha256" in str(err.value)
     assert server.hits["/f.tsv"] == 0 and not out.exists()
 
@@ -161,8 +170,12 @@ def test_changed_mirror_byte_names_the_mirror_file_and_both_hashes(tiny_mirror, 
     good, bad = _corrupt_mirror(tiny_mirror)
     out = tmp_path / "raw" / REL
     with pytest.raises(ChecksumError) as err:
-        fetch(REL, {"url": _closed_port_url(), "member": "SST-2/dev.tsv", "sha256": good}, out,
-              FetchSettings(mirror=str(tiny_mirror)))
+        fetch(
+            REL,
+            {"url": _closed_port_url(), "member": "SST-2/dev.tsv", "sha256": good},
+            out,
+            FetchSettings(mirror=str(tiny_mirror)),
+        )
     message = str(err.value)
     assert f"from mirror {tiny_mirror / REL}" in message and good in message and bad in message
     assert not out.exists() and list(out.parent.iterdir()) == []
@@ -173,14 +186,19 @@ def test_failed_fetches_fail_once_and_their_logs_say_why(tiny_mirror, tmp_path):
     """Through Snakemake: a corrupt mirror file and an unreachable remote each fail one job, once."""
     good, bad = _corrupt_mirror(tiny_mirror)
     (tiny_mirror / "glue/SST-2/train.tsv").unlink()
-    cfg = write_config(tmp_path / "c.yaml", {
-        "mirror": str(tiny_mirror),
-        "fetch": {"timeout": 5, "deadline": 60, "retries": 1, "backoff": 0.01},
-        "remotes": {REL: {"sha256": good},
-                    "glue/SST-2/train.tsv": {"url": _closed_port_url(), "sha256": None}},
-    })
-    proc = run_snakemake([f"data/raw/{REL}", "data/raw/glue/SST-2/train.tsv", "--cores", "1", "--keep-going",
-                          "--configfile", str(cfg)], cwd=tmp_path, check=False)
+    cfg = write_config(
+        tmp_path / "c.yaml",
+        {
+            "mirror": str(tiny_mirror),
+            "fetch": {"timeout": 5, "deadline": 60, "retries": 1, "backoff": 0.01},
+            "remotes": {REL: {"sha256": good}, "glue/SST-2/train.tsv": {"url": _closed_port_url(), "sha256": None}},
+        },
+    )
+    proc = run_snakemake(
+        [f"data/raw/{REL}", "data/raw/glue/SST-2/train.tsv", "--cores", "1", "--keep-going", "--configfile", str(cfg)],
+        cwd=tmp_path,
+        check=False,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert output.count("Error in rule fetch") == 2, output[-3000:]  # one per file: Snakemake retries nothing
@@ -201,17 +219,22 @@ def test_workflow_locks_a_new_hash_and_fetch_settings_refetch_nothing(server, tm
     timeouts afterwards (none of which changes a file's bytes) leaves the fetched file up to date."""
     text = "sentence\tlabel\ngood\t1\n"
     server.routes["/SST-2.zip"] = [(200, _zip_of("SST-2/dev.tsv", text), None)]
-    first = write_config(tmp_path / "first.yaml", {
-        "remotes": {REL: {"url": f"{server.url}/SST-2.zip", "sha256": None}}})
+    first = write_config(
+        tmp_path / "first.yaml", {"remotes": {REL: {"url": f"{server.url}/SST-2.zip", "sha256": None}}}
+    )
     run_snakemake([f"data/raw/{REL}", "--cores", "1", "--configfile", str(first)], cwd=tmp_path)
     assert (tmp_path / "data/raw" / REL).read_text() == text
     assert json.loads((tmp_path / "remotes.lock").read_text()) == {REL: sha256_of(tmp_path / "data/raw" / REL)}
 
-    second = write_config(tmp_path / "second.yaml", {
-        "mirror": str(tiny_mirror), "strict_hashes": True,
-        "fetch": {"timeout": 1, "deadline": 2, "retries": 0, "backoff": 0},
-        "remotes": {REL: {"url": f"{server.url}/SST-2.zip", "sha256": None}}})
-    proc = run_snakemake([f"data/raw/{REL}", "-n", "--configfile", str(second)],
-                         cwd=tmp_path)
+    second = write_config(
+        tmp_path / "second.yaml",
+        {
+            "mirror": str(tiny_mirror),
+            "strict_hashes": True,
+            "fetch": {"timeout": 1, "deadline": 2, "retries": 0, "backoff": 0},
+            "remotes": {REL: {"url": f"{server.url}/SST-2.zip", "sha256": None}},
+        },
+    )
+    proc = run_snakemake([f"data/raw/{REL}", "-n", "--configfile", str(second)], cwd=tmp_path)
     assert "Nothing to be done" in proc.stdout + proc.stderr
     assert server.hits["/SST-2.zip"] == 1

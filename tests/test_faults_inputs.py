@@ -2,6 +2,7 @@
 naming the files; a bad config file or value fails `snakemake -n` before any job, in a few lines naming the
 file or key (docs/reliability.md lists them).
 """
+
 import gzip
 
 import pytest
@@ -20,8 +21,7 @@ def _prepare_multi30k(tmp_path, mirror):
     cfg = write_config(tmp_path / "c.yaml", {"mirror": str(mirror), "remotes": {f: {"sha256": None} for f in files}})
     work = tmp_path / "work"
     work.mkdir()
-    proc = run_snakemake([f"{PREPARED}/train.parquet", "--cores", "2", "--configfile", str(cfg)], cwd=work,
-                         check=False)
+    proc = run_snakemake([f"{PREPARED}/train.parquet", "--cores", "2", "--configfile", str(cfg)], cwd=work, check=False)
     assert proc.returncode != 0
     assert not (work / PREPARED).exists() or not any((work / PREPARED).iterdir())
     return proc.stdout + proc.stderr
@@ -35,11 +35,13 @@ def test_truncated_gzip_fails_prepare_naming_it(tmp_path, tiny_mirror):
 
 
 def test_misaligned_corpus_fails_prepare_naming_both_files_and_counts(tmp_path, tiny_mirror):
-    write_gz_lines(tiny_mirror / MULTI30K / "val.en.gz", [EN[0], EN[2]])   # EN[1] deleted; val.de.gz has DE[:3]
+    write_gz_lines(tiny_mirror / MULTI30K / "val.en.gz", [EN[0], EN[2]])  # EN[1] deleted; val.de.gz has DE[:3]
     assert len(gzip.decompress((tiny_mirror / MULTI30K / "val.de.gz").read_bytes()).splitlines()) == 3
     out = _prepare_multi30k(tmp_path, tiny_mirror)
-    assert (f"DataError: parallel files differ in length: data/raw/{MULTI30K}/val.de.gz has 3 sentences, "
-            f"data/raw/{MULTI30K}/val.en.gz has 2") in out
+    assert (
+        f"DataError: parallel files differ in length: data/raw/{MULTI30K}/val.de.gz has 3 sentences, "
+        f"data/raw/{MULTI30K}/val.en.gz has 2"
+    ) in out
 
 
 def _dry_run_error(tmp_path, args):
@@ -56,28 +58,38 @@ def test_empty_default_config_fails_naming_it(tmp_path):
     (tmp_path / "config.yaml").write_text("# emptied by mistake\n")
     # a Snakefile beside it that includes the real one, so that workflow.basedir/config.yaml is this file
     (tmp_path / "Snakefile").write_text(f'include: "{REPO / "Snakefile"}"\n')
-    out = _dry_run_error(tmp_path, ["--snakefile", str(tmp_path / "Snakefile")])   # the last --snakefile wins
+    out = _dry_run_error(tmp_path, ["--snakefile", str(tmp_path / "Snakefile")])  # the last --snakefile wins
     assert f"config file {tmp_path / 'config.yaml'} is empty; it must map config keys to values" in out
 
 
 def test_schema_violations_are_listed_one_per_line(tmp_path):
-    cfg = write_config(tmp_path / "bad.yaml", {"blocks": {"sst2_glove": {"epochs": "five"}}, "train": {"bf16": 1},
-                                               "tasks": []})
+    cfg = write_config(
+        tmp_path / "bad.yaml", {"blocks": {"sst2_glove": {"epochs": "five"}}, "train": {"bf16": 1}, "tasks": []}
+    )
     out = _dry_run_error(tmp_path, ["--configfile", str(cfg)])
     assert f"the config from {cfg}" in out
-    for line in ("config key blocks.sst2_glove.epochs: 'five' is not of type 'integer'",
-                 "config key train.bf16: 1 is not of type 'boolean'",
-                 "config key tasks: [] is not of type 'object'"):
+    for line in (
+        "config key blocks.sst2_glove.epochs: 'five' is not of type 'integer'",
+        "config key train.bf16: 1 is not of type 'boolean'",
+        "config key tasks: [] is not of type 'object'",
+    ):
         assert line in out.splitlines()
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ({"model": {"heads_by_dim": {300: 7}}},
-     "config key model.heads_by_dim.300: 7 heads do not divide D = 300 of block 'sst2_glove'"),
-    ({"initializer_params": {"Pretrained_Shuffled": {"mode": "columns"}}},
-     "config key initializer_params.Pretrained_Shuffled.mode: unknown name 'columns'; allowed: elements, rows_columns"),
-    ({"table4": {"block": "multi30k_glvoe"}}, "config key table4.block: unknown name 'multi30k_glvoe'"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (
+            {"model": {"heads_by_dim": {300: 7}}},
+            "config key model.heads_by_dim.300: 7 heads do not divide D = 300 of block 'sst2_glove'",
+        ),
+        (
+            {"initializer_params": {"Pretrained_Shuffled": {"mode": "columns"}}},
+            "config key initializer_params.Pretrained_Shuffled.mode: unknown name 'columns'; allowed: elements, rows_columns",
+        ),
+        ({"table4": {"block": "multi30k_glvoe"}}, "config key table4.block: unknown name 'multi30k_glvoe'"),
+    ],
+)
 def test_bad_value_fails_at_load_naming_the_key(tmp_path, overrides, expected):
     out = _dry_run_error(tmp_path, ["--configfile", str(write_config(tmp_path / "bad.yaml", overrides))])
     assert expected in out

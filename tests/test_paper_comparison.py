@@ -1,4 +1,5 @@
 """embinit.paper_comparison: the paper's Markdown tables, their match with our table CSVs, the findings."""
+
 import json
 
 import numpy as np
@@ -12,14 +13,24 @@ from embinit.analogy import TRANSFORMS
 
 PAPER = REPO / "resources" / "paper_tables.md"
 SST2_GLOVE = {"Xavier": [0.80, 0.82], "Pretrained": [0.70, 0.72], "Pretrained_Xavier": [0.81, 0.83]}
-SST2_BERT = {"Pretrained": [0.85, 0.86], "Xavier": [0.80, 0.80], "Pretrained_Xavier": [0.81, 0.81],
-             "Pretrained_Shuffled": [0.82, 0.82]}  # the paper's order: BERT above the other three
+SST2_BERT = {
+    "Pretrained": [0.85, 0.86],
+    "Xavier": [0.80, 0.80],
+    "Pretrained_Xavier": [0.81, 0.81],
+    "Pretrained_Shuffled": [0.82, 0.82],
+}  # the paper's order: BERT above the other three
 # Multi30k BLEU - 30.5 without / with position encoding, in the paper's pattern: raw GloVe is best without P,
 # worst with it, and gains least from it.
 MULTI30K_BLEU = {"Xavier": (0, 3), "Pretrained": (1, 2), "Pretrained_Xavier": (1, 4)}
-ANALOGY = {"GloVe": 0.64, "GloVe & Scaled": 0.64, "GloVe & Pos. Enc.": 0.62, "GloVe & Xavier-Std": 0.64,
-           "GloVe & Xavier-Std & Scaled": 0.64, "GloVe & Xavier-Std & Pos. Enc.": 0.05,
-           "GloVe & (Pos. Enc. x σp/σx)": 0.04}
+ANALOGY = {
+    "GloVe": 0.64,
+    "GloVe & Scaled": 0.64,
+    "GloVe & Pos. Enc.": 0.62,
+    "GloVe & Xavier-Std": 0.64,
+    "GloVe & Xavier-Std & Scaled": 0.64,
+    "GloVe & Xavier-Std & Pos. Enc.": 0.05,
+    "GloVe & (Pos. Enc. x σp/σx)": 0.04,
+}
 
 
 def paper_cell(paper, table, row, column):
@@ -39,10 +50,17 @@ def test_parser_reads_the_papers_tables():
     assert paper_cell(paper, 1, "GloVe / GloVe", "MNLI mm epoch") == 7.5
     assert paper_cell(paper, 7, "Xavier_T5", "MNLI m epoch") == 8.3  # Table 7's plain "epoch" header
     assert [paper_cell(paper, 2, "T5 / T5", f"SST2 {s}") for s in pc.STATS] == [-792, 332, 0.12, 22.6]
-    assert [paper_cell(paper, 3, "Xavier", f"no/no {s}") for s in ("loss", "loss epoch", "BLEU", "BLEU sigma")] \
-        == [1.98, 18.67, 28.3, 0.08]
-    assert [paper_cell(paper, 4, "GloVe & Pos. Enc.", c) for c in ("correct", "applicable", "accuracy %")] \
-        == [1424, 1631, 87.3]
+    assert [paper_cell(paper, 3, "Xavier", f"no/no {s}") for s in ("loss", "loss epoch", "BLEU", "BLEU sigma")] == [
+        1.98,
+        18.67,
+        28.3,
+        0.08,
+    ]
+    assert [paper_cell(paper, 4, "GloVe & Pos. Enc.", c) for c in ("correct", "applicable", "accuracy %")] == [
+        1424,
+        1631,
+        87.3,
+    ]
     assert not (paper.row == "GloVe").loc[paper.table == 4].any()  # "-": no value
     assert paper_cell(paper, 5, "Multi30k / GloVe", "params") == 11e6
     assert paper_cell(paper, 5, "Multi30k / GloVe", "vocab enc") == 7800
@@ -62,23 +80,47 @@ def test_a_cell_whose_numbers_cannot_be_named_is_an_error(tmp_path):
 
 def run(block, init, seed, variant="base", **metrics):
     task = CONFIG["blocks"][block]["task"]
-    return {"block": block, "task": task, "kind": "translation" if task == "multi30k" else "classification",
-            "initializer": init, "seed": seed, "variant": variant, "best_epoch": 2, "params": 1_000_000,
-            "epochs": 5, "batch_size": 64, "train_size": 29_000, "train_minutes_per_epoch": 1.5,
-            "vocab_sizes": {"encoder": 7853, "decoder": 5893} if task == "multi30k" else {"encoder": 100},
-            **metrics}
+    return {
+        "block": block,
+        "task": task,
+        "kind": "translation" if task == "multi30k" else "classification",
+        "initializer": init,
+        "seed": seed,
+        "variant": variant,
+        "best_epoch": 2,
+        "params": 1_000_000,
+        "epochs": 5,
+        "batch_size": 64,
+        "train_size": 29_000,
+        "train_minutes_per_epoch": 1.5,
+        "vocab_sizes": {"encoder": 7853, "decoder": 5893} if task == "multi30k" else {"encoder": 100},
+        **metrics,
+    }
 
 
 def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALOGY):
     """Our Tables 1-5 in their real layout, built by embinit's own writers from fabricated runs and layers."""
-    runs = [run(block, i, s, best_valid_acc=a) for block, accs in (("sst2_glove6b50d", sst2_glove),
-                                                                   ("sst2_bert", sst2_bert))
-            for i, seeds in accs.items() for s, a in enumerate(seeds)]
+    runs = [
+        run(block, i, s, best_valid_acc=a)
+        for block, accs in (("sst2_glove6b50d", sst2_glove), ("sst2_bert", sst2_bert))
+        for i, seeds in accs.items()
+        for s, a in enumerate(seeds)
+    ]
     for init, bleu in MULTI30K_BLEU.items():
         for variant, switches in CONFIG["variants"].items():
             offset = bleu[switches["pos_encoding"] != "none"]
-            runs += [run("multi30k_glove6b50d", init, s, variant, test_paper_bleu=30.0 + s + offset,
-                         test_sacrebleu=20.0, best_valid_loss=2.0 - 0.1 * offset) for s in range(2)]
+            runs += [
+                run(
+                    "multi30k_glove6b50d",
+                    init,
+                    s,
+                    variant,
+                    test_paper_bleu=30.0 + s + offset,
+                    test_sacrebleu=20.0,
+                    best_valid_loss=2.0 - 0.1 * offset,
+                )
+                for s in range(2)
+            ]
     paths = []
     for r in runs:
         path = out / "runs" / r["block"] / r["initializer"] / f"seed{r['seed']}" / r["variant"] / "final.json"
@@ -95,14 +137,24 @@ def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALO
             path = out / "layers" / f"{block}_{init}.npy"
             path.parent.mkdir(exist_ok=True)
             np.save(path, np.random.default_rng(k).normal(0, [0.01, 0.5, 0.01][k], size=(20, 8)))
-            entries.append({"block": block, "task": CONFIG["blocks"][block]["task"], "family": "GloVe",
-                            "source": "glove6b50d", "side": side, "initializer": init, "path": str(path)})
+            entries.append(
+                {
+                    "block": block,
+                    "task": CONFIG["blocks"][block]["task"],
+                    "family": "GloVe",
+                    "source": "glove6b50d",
+                    "side": side,
+                    "initializer": init,
+                    "path": str(path),
+                }
+            )
     stats.write_stats_table(entries, out / "table2.csv", out / "table2.md")
 
     table4 = pd.DataFrame({"transformation": list(TRANSFORMS), "accuracy": [analogy[t] for t in TRANSFORMS]})
     table4 = table4.assign(correct=(table4.accuracy * 1631).round().astype(int), applicable=1631, total=19544)
-    for i, (column, value) in enumerate({"block": "multi30k_glove6b50d", "side": "decoder", "source": "glove6b50d",
-                                         "source_display": STAND_IN}.items()):
+    for i, (column, value) in enumerate(
+        {"block": "multi30k_glove6b50d", "side": "decoder", "source": "glove6b50d", "source_display": STAND_IN}.items()
+    ):
         table4.insert(i, column, value)
     table4.to_csv(out / "table4.csv", index=False)
     return out
@@ -131,8 +183,9 @@ def test_our_tables_match_the_papers_rows_and_columns(tmp_path):
     assert bleu.source == "encoder=none (Xavier); decoder=glove6b50d (stand-in for GloVe 840B)"
     assert not csv.column.str.contains("sacre", case=False).any()
 
-    assert cell(csv, 2, "GloVe / GloVe", "Multi30k sigma").source == \
-        "glove6b50d (stand-in for GloVe 840B), decoder layer"  # display from the other CSVs; not the encoder
+    assert (
+        cell(csv, 2, "GloVe / GloVe", "Multi30k sigma").source == "glove6b50d (stand-in for GloVe 840B), decoder layer"
+    )  # display from the other CSVs; not the encoder
     frozen = cell(csv, 3, "GloVe_Xavier", "no/no BLEU")
     assert (frozen.paper, frozen.ours, frozen.n_seeds) == (31.2, pytest.approx(31.5), 2)
     assert cell(csv, 3, "Xavier", "yes/no loss epoch").ours == 2
@@ -163,11 +216,19 @@ def verdicts(out) -> dict[str, str]:
 
 def test_the_findings_follow_our_numbers(tmp_path):
     held = verdicts(write_results(tmp_path / "a"))
-    assert held == {"F1": "holds (4 of 4 cells hold)", "F2": "holds (6 of 6 cells hold)",
-                    "F3": "holds (1 of 1 cells hold)"}
+    assert held == {
+        "F1": "holds (4 of 4 cells hold)",
+        "F2": "holds (6 of 6 cells hold)",
+        "F3": "holds (1 of 1 cells hold)",
+    }
 
-    flipped = verdicts(write_results(tmp_path / "b", sst2_glove={**SST2_GLOVE, "Pretrained": [0.90, 0.92]},
-                                     sst2_bert={**SST2_BERT, "Pretrained": [0.70, 0.70]}))
+    flipped = verdicts(
+        write_results(
+            tmp_path / "b",
+            sst2_glove={**SST2_GLOVE, "Pretrained": [0.90, 0.92]},
+            sst2_bert={**SST2_BERT, "Pretrained": [0.70, 0.70]},
+        )
+    )
     assert flipped["F1"].startswith("does not hold") and flipped["F3"] == "does not hold (0 of 1 cells hold)"
 
     out = write_results(tmp_path / "c", analogy={**ANALOGY, "GloVe & Pos. Enc.": 0.05})

@@ -32,18 +32,19 @@ def test_multi30k_to_parquet(tmp_path):
 
 
 def test_misaligned_parallel_files_fail_with_both_files_and_counts(tmp_path):
-    files = _multi30k_files(tmp_path, en=EN[:2] + EN[3:])   # a line lost in the middle
+    files = _multi30k_files(tmp_path, en=EN[:2] + EN[3:])  # a line lost in the middle
     with pytest.raises(DataError) as error:
         prepare("multi30k", files, _outs(tmp_path))
-    assert str(error.value) == (f"parallel files differ in length: {files['train_src']} has 6 sentences, "
-                                f"{files['train_tgt']} has 5")
+    assert str(error.value) == (
+        f"parallel files differ in length: {files['train_src']} has 6 sentences, {files['train_tgt']} has 5"
+    )
     assert not any((tmp_path / f"{s}.parquet").exists() for s in _outs(tmp_path))
 
 
 def test_truncated_gzip_fails_with_its_name(tmp_path):
     files = _multi30k_files(tmp_path, en=EN * 50, de=DE * 50)
     path = tmp_path / "valid.en.gz"
-    path.write_bytes(path.read_bytes()[:-20])   # loses the end of the deflate stream and the CRC trailer
+    path.write_bytes(path.read_bytes()[:-20])  # loses the end of the deflate stream and the CRC trailer
     with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: truncated or corrupt gzip file \(Compressed"):
         prepare("multi30k", files, _outs(tmp_path))
     assert not any((tmp_path / f"{s}.parquet").exists() for s in _outs(tmp_path))
@@ -53,7 +54,7 @@ def test_corrupt_gzip_fails_with_its_name(tmp_path):
     files = _multi30k_files(tmp_path)
     path = tmp_path / "test.de.gz"
     data = bytearray(path.read_bytes())
-    data[15:25] = b"\xff" * 10   # inside the deflate stream
+    data[15:25] = b"\xff" * 10  # inside the deflate stream
     path.write_bytes(bytes(data))
     with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: truncated or corrupt gzip file"):
         prepare("multi30k", files, _outs(tmp_path))
@@ -71,8 +72,11 @@ def test_undecodable_utf8_fails_with_file_and_line(tmp_path):
     write_tsv(tmp_path / "dev.tsv", ["sentence", "label"], [["good film", "1"]])
     (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\nfine\t1\ncaf\xe9\t0\n")
     with pytest.raises(DataError, match=r"train\.tsv:3: not UTF-8 text"):
-        prepare("glue_sst2", {"train": str(tmp_path / "train.tsv"), "valid": str(tmp_path / "dev.tsv")},
-                {"train": str(tmp_path / "a.parquet"), "valid": str(tmp_path / "b.parquet")})
+        prepare(
+            "glue_sst2",
+            {"train": str(tmp_path / "train.tsv"), "valid": str(tmp_path / "dev.tsv")},
+            {"train": str(tmp_path / "a.parquet"), "valid": str(tmp_path / "b.parquet")},
+        )
 
 
 def test_empty_file_fails_with_its_name(tmp_path):
@@ -86,14 +90,19 @@ def test_sst2_row_without_label_fails_with_line(tmp_path):
     write_tsv(tmp_path / "train.tsv", ["sentence", "label"], [["good film", "1"], ["no label here"]])
     write_tsv(tmp_path / "dev.tsv", ["sentence", "label"], [["good film", "1"]])
     with pytest.raises(DataError, match=r"train\.tsv:3: expected a sentence and a 0/1 label"):
-        prepare("glue_sst2", {"train": str(tmp_path / "train.tsv"), "valid": str(tmp_path / "dev.tsv")},
-                {"train": str(tmp_path / "a.parquet"), "valid": str(tmp_path / "b.parquet")})
+        prepare(
+            "glue_sst2",
+            {"train": str(tmp_path / "train.tsv"), "valid": str(tmp_path / "dev.tsv")},
+            {"train": str(tmp_path / "a.parquet"), "valid": str(tmp_path / "b.parquet")},
+        )
 
 
 def test_mnli_pairs_and_labels(tmp_path):
     header = ["index", "sentence1", "sentence2", "gold_label"]
-    rows = [["0", "A man sleeps .", "A person rests .", "entailment"],
-            ["1", "A dog runs .", "A cat sleeps .", "contradiction"]]
+    rows = [
+        ["0", "A man sleeps .", "A person rests .", "entailment"],
+        ["1", "A dog runs .", "A cat sleeps .", "contradiction"],
+    ]
     files, outs = {}, {}
     for split in ("train", "valid", "test"):
         write_tsv(tmp_path / f"{split}.tsv", header, rows)

@@ -27,33 +27,51 @@ def test_table2_layout(tmp_path):
     paths = _layers(tmp_path, ["a", "b", "c", "d"])
     entries = [
         {"block": "sst2_glove", "task": "sst2", "family": "GloVe", "initializer": "Xavier", "path": paths["a"]},
-        {"block": "sst2_glove", "task": "sst2", "family": "GloVe", "initializer": "Pretrained_Xavier",
-         "path": paths["b"]},
-        {"block": "multi30k_glove", "task": "multi30k", "family": "GloVe", "initializer": "Xavier",
-         "path": paths["c"]},
+        {
+            "block": "sst2_glove",
+            "task": "sst2",
+            "family": "GloVe",
+            "initializer": "Pretrained_Xavier",
+            "path": paths["b"],
+        },
+        {"block": "multi30k_glove", "task": "multi30k", "family": "GloVe", "initializer": "Xavier", "path": paths["c"]},
         {"block": "sst2_bert", "task": "sst2", "family": "BERT", "initializer": "Xavier", "path": paths["d"]},
     ]
     write_stats_table(entries, str(tmp_path / "out" / "table2.csv"), str(tmp_path / "out" / "table2.md"))
     csv = pd.read_csv(tmp_path / "out" / "table2.csv")
-    assert csv[["label", "task"]].values.tolist() == [["Xavier", "sst2"], ["GloVe_Xavier", "sst2"],
-                                                       ["Xavier", "multi30k"], ["Xavier", "sst2"]]
+    assert csv[["label", "task"]].values.tolist() == [
+        ["Xavier", "sst2"],
+        ["GloVe_Xavier", "sst2"],
+        ["Xavier", "multi30k"],
+        ["Xavier", "sst2"],
+    ]
     b = np.load(paths["b"])
     assert csv.loc[1, ["min", "max"]].tolist() == [float(b.min()), float(b.max())]
     assert csv.loc[1, "sigma"] == pytest.approx(b.astype(np.float64).std(ddof=1))
     md = (tmp_path / "out" / "table2.md").read_text().splitlines()
-    assert md[0] == ("| Family | Initialization | SST2 Range (min, max) | SST2 Mean (sigma) "
-                     "| Multi30k Range (min, max) | Multi30k Mean (sigma) |")
-    assert [row.split(" | ")[:2] for row in md[2:]] == [["| GloVe", "Xavier"], ["| GloVe", "GloVe_Xavier"],
-                                                        ["| BERT", "Xavier"]]
-    assert md[3].endswith("| - | - |")   # GloVe_Xavier has no Multi30k layer here
+    assert md[0] == (
+        "| Family | Initialization | SST2 Range (min, max) | SST2 Mean (sigma) "
+        "| Multi30k Range (min, max) | Multi30k Mean (sigma) |"
+    )
+    assert [row.split(" | ")[:2] for row in md[2:]] == [
+        ["| GloVe", "Xavier"],
+        ["| GloVe", "GloVe_Xavier"],
+        ["| BERT", "Xavier"],
+    ]
+    assert md[3].endswith("| - | - |")  # GloVe_Xavier has no Multi30k layer here
     assert f"({b.min():.4f}, {b.max():.4f})" in md[3]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["table2.csv", "table2.md"]
 
 
 def test_table8_layout_names(tmp_path):
     paths = _layers(tmp_path, ["a"])
-    entry = {"block": "sst2_bert", "task": "sst2", "family": "BERT", "initializer": "Xavier_Pretrained",
-             "path": paths["a"]}
+    entry = {
+        "block": "sst2_bert",
+        "task": "sst2",
+        "family": "BERT",
+        "initializer": "Xavier_Pretrained",
+        "path": paths["a"],
+    }
     write_stats_table([entry], str(tmp_path / "table8.csv"), str(tmp_path / "table8.md"))
     assert "| BERT | Xavier_BERT |" in (tmp_path / "table8.md").read_text()
 
@@ -61,8 +79,15 @@ def test_table8_layout_names(tmp_path):
 def test_table6(tmp_path):
     paths = _layers(tmp_path, ["Xavier", "Pretrained", "Pretrained_Xavier"])
     table = write_table6(paths, "GloVe", 50, 10000, str(tmp_path / "table6.csv"), str(tmp_path / "table6.md"))
-    assert table["layer"].tolist() == ["Xavier", "Xavier scaled", "GloVe", "GloVe scaled", "GloVe_Xavier",
-                                       "GloVe_Xavier scaled", "Position encoding"]
+    assert table["layer"].tolist() == [
+        "Xavier",
+        "Xavier scaled",
+        "GloVe",
+        "GloVe scaled",
+        "GloVe_Xavier",
+        "GloVe_Xavier scaled",
+        "Position encoding",
+    ]
     plain, scaled = table.iloc[2], table.iloc[3]
     for key in ("min", "max", "mean", "sigma"):
         assert scaled[key] == pytest.approx(plain[key] * math.sqrt(8), rel=1e-6)
@@ -80,8 +105,12 @@ def test_table6_position_encoding_has_pos_rows_rows(tmp_path):
     """The configured table6.pos_rows gives the paper's P mean 0.131 at D = 300; max_len's 256 rows do not."""
     config = load_default_config()
     paths = _layers(tmp_path, ["Xavier", "Pretrained", "Pretrained_Xavier"], shape=(20, 300))
-    rows = {n: write_table6(paths, "GloVe", n, config["model"]["pos_base"], str(tmp_path / f"t{n}.csv"),
-                            str(tmp_path / f"t{n}.md")).iloc[6] for n in (config["table6"]["pos_rows"], 256)}
+    rows = {
+        n: write_table6(
+            paths, "GloVe", n, config["model"]["pos_base"], str(tmp_path / f"t{n}.csv"), str(tmp_path / f"t{n}.md")
+        ).iloc[6]
+        for n in (config["table6"]["pos_rows"], 256)
+    }
     configured, short = rows[config["table6"]["pos_rows"]], rows[256]
     assert configured["mean"] == pytest.approx(0.131, abs=0.001)
     assert configured["mean"] == pytest.approx(sinusoidal_table(config["table6"]["pos_rows"], 300).mean(), rel=1e-5)

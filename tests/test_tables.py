@@ -1,4 +1,5 @@
 """embinit.tables on fabricated runs: aggregation, formatting, sources, paired statistics, layouts, Figure 1."""
+
 import json
 
 import numpy as np
@@ -15,10 +16,21 @@ TASKS = {"sst2": "classification", "mnli": "classification", "multi30k": "transl
 
 def run(block, init, seed, variant="base", best_epoch=3, **metrics):
     task = CONFIG["blocks"][block]["task"]
-    out = {"block": block, "task": task, "kind": TASKS[task], "initializer": init, "seed": seed,
-           "variant": variant, "best_epoch": best_epoch, "params": 1_000_000, "epochs": 5, "batch_size": 128,
-           "vocab_sizes": {"encoder": 100, "decoder": 80} if task == "multi30k" else {"encoder": 100},
-           "train_size": 500, "train_minutes_per_epoch": 1.0 + seed}
+    out = {
+        "block": block,
+        "task": task,
+        "kind": TASKS[task],
+        "initializer": init,
+        "seed": seed,
+        "variant": variant,
+        "best_epoch": best_epoch,
+        "params": 1_000_000,
+        "epochs": 5,
+        "batch_size": 128,
+        "vocab_sizes": {"encoder": 100, "decoder": 80} if task == "multi30k" else {"encoder": 100},
+        "train_size": 500,
+        "train_minutes_per_epoch": 1.0 + seed,
+    }
     return {**out, **metrics}
 
 
@@ -37,14 +49,35 @@ SST2 = {"Xavier": [0.80, 0.82, 0.84], "Pretrained": [0.83, 0.86, 0.86], "Pretrai
 
 
 def grid(tmp_path):
-    runs = [run("sst2_glove6b50d", init, seed, best_epoch=seed + 1, best_valid_acc=acc)
-            for init, accs in SST2.items() for seed, acc in enumerate(accs)]
-    runs += [run("mnli_bert", init, seed, best_epoch=2, best_valid_acc=0.6 + 0.01 * seed, best_test_acc=0.61,
-                 best_test_epoch=4 + seed)
-             for init in ["Xavier", "Xavier_Pretrained"] for seed in range(2)]
-    runs += [run("multi30k_glove6b50d", init, seed, test_paper_bleu=30.0 + seed + (init == "Pretrained"),
-                 test_sacrebleu=29.0 + seed)
-             for init in ["Xavier", "Pretrained"] for seed in range(4)]
+    runs = [
+        run("sst2_glove6b50d", init, seed, best_epoch=seed + 1, best_valid_acc=acc)
+        for init, accs in SST2.items()
+        for seed, acc in enumerate(accs)
+    ]
+    runs += [
+        run(
+            "mnli_bert",
+            init,
+            seed,
+            best_epoch=2,
+            best_valid_acc=0.6 + 0.01 * seed,
+            best_test_acc=0.61,
+            best_test_epoch=4 + seed,
+        )
+        for init in ["Xavier", "Xavier_Pretrained"]
+        for seed in range(2)
+    ]
+    runs += [
+        run(
+            "multi30k_glove6b50d",
+            init,
+            seed,
+            test_paper_bleu=30.0 + seed + (init == "Pretrained"),
+            test_sacrebleu=29.0 + seed,
+        )
+        for init in ["Xavier", "Pretrained"]
+        for seed in range(4)
+    ]
     return save(tmp_path, runs)
 
 
@@ -55,8 +88,18 @@ def test_mean_std_n_seeds_and_epoch(tmp_path):
     assert row["std"] == pytest.approx(2.0)  # sample std, ddof=1
     assert row.n_seeds == 3 and row.mean_best_epoch == pytest.approx(2.0)
     csv = pd.read_csv(tmp_path / "t1.csv")
-    assert {"mean", "std", "n_seeds", "mean_best_epoch", "diff_vs_xavier", "p_paired_t", "ci_low",
-            "ci_high", "sources", "source_display"} <= set(csv.columns)
+    assert {
+        "mean",
+        "std",
+        "n_seeds",
+        "mean_best_epoch",
+        "diff_vs_xavier",
+        "p_paired_t",
+        "ci_low",
+        "ci_high",
+        "sources",
+        "source_display",
+    } <= set(csv.columns)
 
 
 def test_format_mean_std():
@@ -88,8 +131,9 @@ def test_table1_and_table7_layout(tmp_path):
     tables.table7(runs, CONFIG, tmp_path / "t7.csv", tmp_path / "t7.md")
     t1, t7 = (tmp_path / "t1.md").read_text(), (tmp_path / "t7.md").read_text()
     header = t1.splitlines()[4]
-    assert header.startswith("| Embedding | SST2 Acc (σ) | Epoch | MNLI Match (σ) | MNLI Mismatch (σ) | Epoch "
-                             "| Multi30k BLEU (σ) | Epoch |")
+    assert header.startswith(
+        "| Embedding | SST2 Acc (σ) | Epoch | MNLI Match (σ) | MNLI Mismatch (σ) | Epoch | Multi30k BLEU (σ) | Epoch |"
+    )
     assert "| GloVe_Xavier | 86.0 (1.7) | 2.0 |" in t1
     assert "Xavier_BERT" not in t1 and "| Xavier_BERT | 60.5 (0.7) | 61.0 (0.0) | 2.0 / 4.5 |" in t7
     assert set(pd.read_csv(tmp_path / "t7.csv").initializer) == {"Xavier_Pretrained"}
@@ -146,10 +190,21 @@ def test_accuracy_must_be_a_fraction(tmp_path):
 
 
 def test_table3_grid_maps_variants_to_switches(tmp_path):
-    runs = [run("multi30k_glove6b50d", init, seed, variant, best_epoch=5, best_valid_loss=2.0 + seed,
-                test_paper_bleu=20.0 + i, test_sacrebleu=19.0)
-            for i, init in enumerate(CONFIG["table3"]["initializers"])
-            for variant in CONFIG["table3"]["variants"] for seed in range(2)]
+    runs = [
+        run(
+            "multi30k_glove6b50d",
+            init,
+            seed,
+            variant,
+            best_epoch=5,
+            best_valid_loss=2.0 + seed,
+            test_paper_bleu=20.0 + i,
+            test_sacrebleu=19.0,
+        )
+        for i, init in enumerate(CONFIG["table3"]["initializers"])
+        for variant in CONFIG["table3"]["variants"]
+        for seed in range(2)
+    ]
     runs.append(run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=0.5))  # not Table 3's block: ignored
     summary = tables.table3(save(tmp_path, runs), CONFIG, tmp_path / "t3.csv", tmp_path / "t3.md")
     switches = summary.drop_duplicates("variant").set_index("variant")[["embedding_trainable", "pos_encoding"]]
@@ -157,7 +212,8 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
         "base": {"embedding_trainable": True, "pos_encoding": True},
         "frozen": {"embedding_trainable": False, "pos_encoding": True},
         "nopos": {"embedding_trainable": True, "pos_encoding": False},
-        "nopos_frozen": {"embedding_trainable": False, "pos_encoding": False}}
+        "nopos_frozen": {"embedding_trainable": False, "pos_encoding": False},
+    }
     md = (tmp_path / "t3.md").read_text()
     assert "| GloVe_Xavier | no | no | 2.50 (5.0) | 22.0 (0.0) |" in md
     rows = [line for line in md.splitlines() if line.startswith("| ")]
@@ -172,8 +228,9 @@ def test_table5_per_block(tmp_path):
     assert m30k.train_minutes_per_epoch == pytest.approx(2.5)
     assert np.isnan(table.set_index("block").loc["sst2_glove6b50d"].vocab_decoder)
     assert "| 100 / 80 |" in (tmp_path / "t5.md").read_text()
-    odd = save(tmp_path / "odd", [run("sst2_glove6b50d", "Xavier", 0, batch_size=64),
-                                  run("sst2_glove6b50d", "Pretrained", 0)])
+    odd = save(
+        tmp_path / "odd", [run("sst2_glove6b50d", "Xavier", 0, batch_size=64), run("sst2_glove6b50d", "Pretrained", 0)]
+    )
     with pytest.raises(ValueError, match="disagree on batch_size"):
         tables.table5(odd, CONFIG, tmp_path / "t5.csv", tmp_path / "t5.md")
 
@@ -183,7 +240,8 @@ def test_figure1_writes_png_and_curves(tmp_path):
     for path, r in runs:
         if r["block"] == "multi30k_glove6b50d":
             pd.DataFrame({"epoch": [1, 2, 3], "valid_paper_bleu": [1.0 + r["seed"], 2.0 + r["seed"], 3.0]}).to_parquet(
-                tables.Path(path).with_name("metrics.parquet"))
+                tables.Path(path).with_name("metrics.parquet")
+            )
     curves = tables.figure1(runs, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
     assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     xavier = curves[curves.initializer == "Xavier"].set_index("epoch")

@@ -1,4 +1,5 @@
 """Training runs on tiny generated data in docs/design.md's formats (a few seconds each)."""
+
 import json
 import random
 import subprocess
@@ -24,9 +25,15 @@ DIM = 16
 
 def write_vocab(path, prefix):
     tokens = list(SPECIALS) + [f"{prefix}{i}" for i in range(WORDS)]
-    pd.DataFrame({"index": range(len(tokens)), "token": tokens, "count": [0] * 4 + [5] * WORDS,
-                  "special": [True] * 4 + [False] * WORDS, "lm_id": pd.array([None] * len(tokens), "Int64")}
-                 ).to_parquet(path, index=False)
+    pd.DataFrame(
+        {
+            "index": range(len(tokens)),
+            "token": tokens,
+            "count": [0] * 4 + [5] * WORDS,
+            "special": [True] * 4 + [False] * WORDS,
+            "lm_id": pd.array([None] * len(tokens), "Int64"),
+        }
+    ).to_parquet(path, index=False)
 
 
 def sentences(rng, n):
@@ -40,10 +47,17 @@ def ids_column(lists):
 def write_translation(path, rng, n):
     words = sentences(rng, n)
     tgt = [[4 + (w - 4 + 1) % WORDS for w in s] for s in words]  # a learnable word-for-word "translation"
-    pq.write_table(pa.table({"src_ids": ids_column([[BOS, *s, EOS] for s in words]),
-                             "tgt_ids": ids_column([[BOS, *t, EOS] for t in tgt]),
-                             "ref": [" ".join(f"e{w - 4}" for w in t) for t in tgt],
-                             "ref_tokens": [[f"e{w - 4}" for w in t] for t in tgt]}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "src_ids": ids_column([[BOS, *s, EOS] for s in words]),
+                "tgt_ids": ids_column([[BOS, *t, EOS] for t in tgt]),
+                "ref": [" ".join(f"e{w - 4}" for w in t) for t in tgt],
+                "ref_tokens": [[f"e{w - 4}" for w in t] for t in tgt],
+            }
+        ),
+        path,
+    )
 
 
 def write_classification(path, rng, n):
@@ -72,15 +86,35 @@ def make_spec(toy, kind="translation", **changes):
     spec = {
         "kind": kind,
         "data": {split: str(toy / f"{prefix}_{split}.parquet") for split in ("train", "valid", "test")},
-        "embeddings": {"encoder": str(toy / "emb_encoder.npy"),
-                       "decoder": str(toy / "emb_decoder.npy") if kind == "translation" else None},
+        "embeddings": {
+            "encoder": str(toy / "emb_encoder.npy"),
+            "decoder": str(toy / "emb_decoder.npy") if kind == "translation" else None,
+        },
         "vocab": {"encoder": str(toy / "vocab_encoder.parquet"), "decoder": str(toy / "vocab_decoder.parquet")},
-        "model": {"ffn_dim": 32, "layers": 1, "dropout": 0.1, "heads": 2, "heads_by_dim": {300: 10},
-                  "pos_base": 10000, "max_len": 32},
-        "train": {"adam_betas": [0.9, 0.98], "adam_eps": 1e-9, "device": "cpu", "bf16": True,
-                  "bucket_width": 2, "decode_max_extra": 5, "num_threads": 0},
+        "model": {
+            "ffn_dim": 32,
+            "layers": 1,
+            "dropout": 0.1,
+            "heads": 2,
+            "heads_by_dim": {300: 10},
+            "pos_base": 10000,
+            "max_len": 32,
+        },
+        "train": {
+            "adam_betas": [0.9, 0.98],
+            "adam_eps": 1e-9,
+            "device": "cpu",
+            "bf16": True,
+            "bucket_width": 2,
+            "decode_max_extra": 5,
+            "num_threads": 0,
+        },
         "variant": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
-        "epochs": 3, "batch_size": 8, "lr": 1e-2, "seed": 7, "num_classes": 3,
+        "epochs": 3,
+        "batch_size": 8,
+        "lr": 1e-2,
+        "seed": 7,
+        "num_classes": 3,
         "run": {"task": "toy", "block": "toy_block", "initializer": "Xavier", "seed": 7, "variant": "base"},
     }
     spec.update(changes)
@@ -92,8 +126,9 @@ def metric_values(out_dir):
 
 
 def selected(final):
-    timing_free = {k: v for k, v in final.items()
-                   if k not in ("train_minutes_per_epoch", "valid_minutes_per_epoch", "device")}
+    timing_free = {
+        k: v for k, v in final.items() if k not in ("train_minutes_per_epoch", "valid_minutes_per_epoch", "device")
+    }
     return json.dumps(timing_free, sort_keys=True)
 
 
@@ -106,8 +141,14 @@ def reference_run(toy, tmp_path_factory):
 def test_translation_run_writes_its_outputs(reference_run, toy):
     out, final = reference_run
     metrics = pd.read_parquet(out / "metrics.parquet")
-    assert list(metrics.columns) == ["epoch", "train_loss", "valid_loss", "valid_paper_bleu", "valid_sacrebleu",
-                                     *TIMING]
+    assert list(metrics.columns) == [
+        "epoch",
+        "train_loss",
+        "valid_loss",
+        "valid_paper_bleu",
+        "valid_sacrebleu",
+        *TIMING,
+    ]
     assert metrics["epoch"].tolist() == [1, 2, 3]
     assert json.loads((out / "final.json").read_text()) == final
     best = metrics.loc[metrics["valid_loss"].idxmin()]
@@ -127,15 +168,20 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
     assert (out / "train.log").read_text().count(" epoch ") >= 3
 
 
-@pytest.mark.parametrize("files, options, key", [
-    (("test.tok.ref.txt", "test.tok.hyp.txt"), ["-tok", "none", "-s", "none"], "test_paper_bleu"),
-    (("test.ref.txt", "test.hyp.txt"), [], "test_sacrebleu")])
+@pytest.mark.parametrize(
+    "files, options, key",
+    [
+        (("test.tok.ref.txt", "test.tok.hyp.txt"), ["-tok", "none", "-s", "none"], "test_paper_bleu"),
+        (("test.ref.txt", "test.hyp.txt"), [], "test_sacrebleu"),
+    ],
+)
 def test_sacrebleu_cli_on_saved_files_reproduces_final_bleu(reference_run, files, options, key):
     out, final = reference_run  # the toy model's paper BLEU is 0 (no 4-gram matches, no smoothing)
     cli = Path(sys.executable).parent / "sacrebleu"
     ref, hyp = (out / f for f in files)
-    printed = subprocess.run([cli, ref, "-i", hyp, *options, "-b", "-w", "4"],
-                             capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run(
+        [cli, ref, "-i", hyp, *options, "-b", "-w", "4"], capture_output=True, text=True, check=True
+    ).stdout
     assert float(printed) == round(final[key], 4)
 
 
@@ -205,17 +251,17 @@ def assert_same_run(out, final, expected_out, expected_final):
     assert selected(final) == selected(expected_final)
 
 
-def test_checkpoint_of_other_settings_is_discarded_and_the_run_equals_a_fresh_one(toy, tmp_path,
-                                                                                  tmp_path_factory):
+def test_checkpoint_of_other_settings_is_discarded_and_the_run_equals_a_fresh_one(toy, tmp_path, tmp_path_factory):
     train.train_run(make_spec(toy, epochs=1), tmp_path)
     rerun = train.train_run(make_spec(toy, epochs=2, lr=1e-3), tmp_path)
-    assert "it was written for other setting lr; run toy_block/Xavier/seed7/base trains from scratch" in (
-        tmp_path / "train.log").read_text()
+    assert (
+        "it was written for other setting lr; run toy_block/Xavier/seed7/base trains from scratch"
+        in (tmp_path / "train.log").read_text()
+    )
     assert_same_run(tmp_path, rerun, *fresh_run(toy, tmp_path_factory, epochs=2, lr=1e-3))
 
 
-def test_changed_embedding_file_retrains_a_finished_run_from_scratch(reference_run, toy, tmp_path,
-                                                                     tmp_path_factory):
+def test_changed_embedding_file_retrains_a_finished_run_from_scratch(reference_run, toy, tmp_path, tmp_path_factory):
     """The headline rerun: an initializer changed its layer; the path and settings are the same."""
     out, final = reference_run
     layer = tmp_path / "emb_encoder.npy"
@@ -286,8 +332,14 @@ def test_checkpoint_loads_as_plain_tensors_and_values(reference_run):
     checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
     assert checkpoint["finished"] and checkpoint["epoch"] == 3
     assert set(checkpoint["identity"]["inputs"]) == {
-        "data.train", "data.valid", "data.test", "embeddings.encoder", "embeddings.decoder", "vocab.encoder",
-        "vocab.decoder"}
+        "data.train",
+        "data.valid",
+        "data.test",
+        "embeddings.encoder",
+        "embeddings.decoder",
+        "vocab.encoder",
+        "vocab.decoder",
+    }
 
 
 @pytest.mark.parametrize("trainable", [False, True])
@@ -388,7 +440,9 @@ def test_without_valid_bleu_a_run_decodes_only_the_test_split(reference_run, toy
     """valid_bleu off: the same training and selection (validation loss), no greedy validation decoding."""
     calls = []
     translate = train.translate
-    monkeypatch.setattr(train, "translate", lambda model, data, *a: calls.append(len(data)) or translate(model, data, *a))
+    monkeypatch.setattr(
+        train, "translate", lambda model, data, *a: calls.append(len(data)) or translate(model, data, *a)
+    )
     final = train.train_run(make_spec(toy, valid_bleu=False), tmp_path)
     assert calls == [16]  # the test split, once
     metrics = pd.read_parquet(tmp_path / "metrics.parquet")

@@ -3,6 +3,7 @@
 Reference = the old step: full (B, T, N) logits, F.cross_entropy with ignore_index, SDPA, torch's default
 Adam. With dropout off the two must give the same losses and weights to fp32 rounding.
 """
+
 import copy
 
 import numpy as np

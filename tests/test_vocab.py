@@ -9,8 +9,31 @@ def _tiny_wordpiece(path, lowercase=True):
     """A real tokenizer.json (BERT-style WordPiece) built with the tokenizers library."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "man", "dog", "red", "bike", "book", "reads", "ride",
-             "##s", "two", ".", "the", "in", "park", "snow", "play", "woman", "runs", "women"]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "a",
+        "man",
+        "dog",
+        "red",
+        "bike",
+        "book",
+        "reads",
+        "ride",
+        "##s",
+        "two",
+        ".",
+        "the",
+        "in",
+        "park",
+        "snow",
+        "play",
+        "woman",
+        "runs",
+        "women",
+    ]
     tok = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -72,8 +95,14 @@ def test_build_translation_and_pair_classification(tmp_path):
         pairs[split] = str(tmp_path / f"p_{split}.parquet")
         pd.DataFrame({"text_a": EN, "text_b": EN[::-1], "label": [0, 1, 2] * 2}).to_parquet(pairs[split])
     out = {s: str(tmp_path / f"pid_{s}.parquet") for s in pairs}
-    build("classification", pairs, {"encoder": load_tokenizer("spacy", "en")}, 1,
-          {"encoder": str(tmp_path / "pv.parquet")}, out)
+    build(
+        "classification",
+        pairs,
+        {"encoder": load_tokenizer("spacy", "en")},
+        1,
+        {"encoder": str(tmp_path / "pv.parquet")},
+        out,
+    )
     row = pd.read_parquet(out["valid"]).iloc[0]
     ids = list(row["ids"])
     assert ids[0] == BOS and ids[-1] == EOS and ids.count(EOS) == 2 and UNK not in ids
@@ -84,8 +113,16 @@ def _sentencepiece(tmp_path):
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(EN * 20 + DE * 20))
-    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "spiece"), vocab_size=60,
-                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        input=str(corpus),
+        model_prefix=str(tmp_path / "spiece"),
+        vocab_size=60,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
+    )
     return str(tmp_path / "spiece.model")
 
 
@@ -106,8 +143,14 @@ def test_reference_tokens_are_what_a_perfect_translation_decodes_to(tmp_path, ki
         splits[split] = str(tmp_path / f"{split}.parquet")
         pd.DataFrame({"src": DE, "tgt": EN}).to_parquet(splits[split])
     ids_out = {s: str(tmp_path / f"ids_{s}.parquet") for s in splits}
-    build("translation", splits, {"encoder": load_tokenizer("spacy", "de"), "decoder": decoder}, 1,
-          {s: str(tmp_path / f"v_{s}.parquet") for s in ("encoder", "decoder")}, ids_out)
+    build(
+        "translation",
+        splits,
+        {"encoder": load_tokenizer("spacy", "de"), "decoder": decoder},
+        1,
+        {s: str(tmp_path / f"v_{s}.parquet") for s in ("encoder", "decoder")},
+        ids_out,
+    )
     test = pd.read_parquet(ids_out["test"])
     tokens = pd.read_parquet(tmp_path / "v_decoder.parquet")["token"].tolist()
     perfect = [" ".join(tokens[i] for i in ids[1:-1]) for ids in test["tgt_ids"]]

@@ -1,4 +1,5 @@
 """Embedding stage through Snakemake: editing one initializer reruns only its jobs and the tables after them."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -32,8 +33,9 @@ def test_editing_one_initializer_reruns_only_its_jobs_and_tables(tmp_path, tiny_
     nothing = run_snakemake([*targets, "-n", "--configfile", str(cfg)], cwd=tmp_path)
     assert planned_outputs(nothing) == set()
 
-    edited = _tiny_config(tmp_path / "e.yaml", tiny_mirror,
-                          initializer_params={"Pretrained_Shuffled": {"mode": "elements"}})
+    edited = _tiny_config(
+        tmp_path / "e.yaml", tiny_mirror, initializer_params={"Pretrained_Shuffled": {"mode": "elements"}}
+    )
     plan = run_snakemake([*targets, "-n", "--configfile", str(edited)], cwd=tmp_path)
     assert planned_outputs(plan) == {shuffled}
 
@@ -41,16 +43,37 @@ def test_editing_one_initializer_reruns_only_its_jobs_and_tables(tmp_path, tiny_
 @needs_shared
 def test_real_table2_layers_hold_the_invariants(tmp_path):
     blocks = ["sst2_glove6b50d", "sst2_minilm", "multi30k_glove6b50d"]
-    cfg = write_config(tmp_path / "c.yaml", {"mirror": str(SHARED_DATA), "run_blocks": blocks,
-                                             "table6": {"block": "multi30k_glove6b50d", "side": "decoder"},
-                                             "blocks": {b: {"seeds": 1} for b in blocks}})
-    shuffled = [f"results/{b}/Pretrained_Shuffled/seed0/embedding_{s}.npy"
-                for b, s in (("sst2_glove6b50d", "encoder"), ("sst2_minilm", "encoder"), ("multi30k_glove6b50d", "decoder"))]
-    run_snakemake(["results/table2.csv", "results/table8.csv", "results/table6.csv", *shuffled, "--cores", "2",
-                   "--configfile", str(cfg)], cwd=tmp_path)
+    cfg = write_config(
+        tmp_path / "c.yaml",
+        {
+            "mirror": str(SHARED_DATA),
+            "run_blocks": blocks,
+            "table6": {"block": "multi30k_glove6b50d", "side": "decoder"},
+            "blocks": {b: {"seeds": 1} for b in blocks},
+        },
+    )
+    shuffled = [
+        f"results/{b}/Pretrained_Shuffled/seed0/embedding_{s}.npy"
+        for b, s in (("sst2_glove6b50d", "encoder"), ("sst2_minilm", "encoder"), ("multi30k_glove6b50d", "decoder"))
+    ]
+    run_snakemake(
+        [
+            "results/table2.csv",
+            "results/table8.csv",
+            "results/table6.csv",
+            *shuffled,
+            "--cores",
+            "2",
+            "--configfile",
+            str(cfg),
+        ],
+        cwd=tmp_path,
+    )
     for block, side in (("sst2_glove6b50d", "encoder"), ("sst2_minilm", "encoder"), ("multi30k_glove6b50d", "decoder")):
-        layer = {init: np.load(tmp_path / f"results/{block}/{init}/seed0/embedding_{side}.npy").astype(np.float64)
-                 for init in ("Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled")}
+        layer = {
+            init: np.load(tmp_path / f"results/{block}/{init}/seed0/embedding_{side}.npy").astype(np.float64)
+            for init in ("Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled")
+        }
         n, d = layer["Xavier"].shape
         bound = np.sqrt(6 / (n + d))
         assert np.abs(layer["Xavier"]).max() <= bound

@@ -1,7 +1,7 @@
 """The Snakemake layer: config validation before any job, the conda env's pins, checksums through a real run,
 shared-data vocabularies."""
+
 import re
-import shutil
 import time
 
 import pandas as pd
@@ -21,12 +21,15 @@ def test_unknown_initializer_fails_at_once_naming_key_and_allowed(tmp_path):
     assert "initializers[0]" in out and "'Foo'" in out and "Pretrained_Xavier" in out
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ({"blocks": {"sst2_glove": {"task": "sst3"}}}, "blocks.sst2_glove.task: unknown name 'sst3'"),
-    ({"blocks": {"sst2_glove": {"sources": {"encoder": "word2vec"}}}}, "blocks.sst2_glove.sources.encoder"),
-    ({"mirror": "/no/such/mirror"}, "mirror: directory '/no/such/mirror' does not exist"),
-    ({"blocks": {"sst2_glove": {"epochs": "five"}}}, "'five' is not of type 'integer'"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({"blocks": {"sst2_glove": {"task": "sst3"}}}, "blocks.sst2_glove.task: unknown name 'sst3'"),
+        ({"blocks": {"sst2_glove": {"sources": {"encoder": "word2vec"}}}}, "blocks.sst2_glove.sources.encoder"),
+        ({"mirror": "/no/such/mirror"}, "mirror: directory '/no/such/mirror' does not exist"),
+        ({"blocks": {"sst2_glove": {"epochs": "five"}}}, "'five' is not of type 'integer'"),
+    ],
+)
 def test_bad_config_fails_before_any_job(tmp_path, overrides, expected):
     cfg = write_config(tmp_path / "bad.yaml", overrides)
     proc = run_snakemake(["vocabularies", "-n", "--configfile", str(cfg)], cwd=tmp_path, check=False)
@@ -47,8 +50,9 @@ def test_conda_env_pins_exactly_the_requirements():
 
 def test_mirror_file_with_wrong_checksum_fails_naming_it(tmp_path, tiny_mirror):
     cfg = write_config(tmp_path / "c.yaml", {"mirror": str(tiny_mirror), "run_blocks": ["sst2_glove6b50d"]})
-    proc = run_snakemake(["data/raw/glue/SST-2/dev.tsv", "--cores", "1", "--configfile", str(cfg)],
-                         cwd=tmp_path, check=False)
+    proc = run_snakemake(
+        ["data/raw/glue/SST-2/dev.tsv", "--cores", "1", "--configfile", str(cfg)], cwd=tmp_path, check=False
+    )
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "sha256 mismatch for glue/SST-2/dev.tsv" in out
@@ -66,11 +70,15 @@ def test_paper_grid_dry_run_lists_every_block_quickly(tmp_path):
 
 @needs_shared
 def test_real_vocabularies_from_the_mirror(tmp_path):
-    cfg = write_config(tmp_path / "c.yaml", {"mirror": str(SHARED_DATA),
-                                             "run_blocks": ["multi30k_glove6b50d", "sst2_glove6b50d", "sst2_minilm"]})
+    cfg = write_config(
+        tmp_path / "c.yaml",
+        {"mirror": str(SHARED_DATA), "run_blocks": ["multi30k_glove6b50d", "sst2_glove6b50d", "sst2_minilm"]},
+    )
     run_snakemake(["vocabularies", "--cores", "2", "--configfile", str(cfg)], cwd=tmp_path)
-    sizes = {p.relative_to(tmp_path / "data/vocab").as_posix(): len(pd.read_parquet(p))
-             for p in (tmp_path / "data/vocab").rglob("*.parquet")}
+    sizes = {
+        p.relative_to(tmp_path / "data/vocab").as_posix(): len(pd.read_parquet(p))
+        for p in (tmp_path / "data/vocab").rglob("*.parquet")
+    }
     assert sizes["multi30k/spacy/decoder.parquet"] == 5893
     assert sizes["multi30k/spacy/encoder.parquet"] == 7853
     assert sizes["sst2/spacy/encoder.parquet"] > 10_000

@@ -1,4 +1,5 @@
 """The paper's outputs as Snakemake targets, end to end on tiny data; the SLURM profile's resources."""
+
 import re
 
 import pandas as pd
@@ -10,31 +11,58 @@ from conftest import REPO, SHARED_DATA, needs_shared, planned_outputs, run_snake
 pytestmark = pytest.mark.slow
 
 TARGETS = ["paper"]
-QUESTIONS = ": plural-nouns\nbike bikes dog dogs\ndog dogs bike bikes\nman woman dog dogs\n: verbs\nread reads ride rides\n"
+QUESTIONS = (
+    ": plural-nouns\nbike bikes dog dogs\ndog dogs bike bikes\nman woman dog dogs\n: verbs\nread reads ride rides\n"
+)
 
 
 def _tiny_paper_config(path, mirror, **extra):
-    tiny = {rel: {"sha256": None} for rel in (
-        "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv", "word2vec/questions-words.txt",
-        *[f"multi30k/task1/raw/{s}.{l}.gz" for s in ("train", "val", "test_2016_flickr") for l in ("de", "en")])}
-    return write_config(path, {
-        "mirror": str(mirror),
-        "run_blocks": ["sst2_glove6b50d", "multi30k_glove6b50d"],
-        "remotes": tiny,
-        "model": {"max_len": 64},
-        "blocks": {
-            "sst2_glove6b50d": {"seeds": 2, "epochs": 1, "batch_size": 8,
-                                "initializers": ["Xavier", "Pretrained", "Pretrained_Shuffled", "Xavier_Pretrained"]},
-            "multi30k_glove6b50d": {"seeds": 1, "epochs": 2, "batch_size": 8,
-                                    "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"]},
+    tiny = {
+        rel: {"sha256": None}
+        for rel in (
+            "glue/SST-2/train.tsv",
+            "glue/SST-2/dev.tsv",
+            "word2vec/questions-words.txt",
+            *[
+                f"multi30k/task1/raw/{s}.{lang}.gz"
+                for s in ("train", "val", "test_2016_flickr")
+                for lang in ("de", "en")
+            ],
+        )
+    }
+    return write_config(
+        path,
+        {
+            "mirror": str(mirror),
+            "run_blocks": ["sst2_glove6b50d", "multi30k_glove6b50d"],
+            "remotes": tiny,
+            "model": {"max_len": 64},
+            "blocks": {
+                "sst2_glove6b50d": {
+                    "seeds": 2,
+                    "epochs": 1,
+                    "batch_size": 8,
+                    "initializers": ["Xavier", "Pretrained", "Pretrained_Shuffled", "Xavier_Pretrained"],
+                },
+                "multi30k_glove6b50d": {
+                    "seeds": 1,
+                    "epochs": 2,
+                    "batch_size": 8,
+                    "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],
+                },
+            },
+            "table3": {
+                "block": "multi30k_glove6b50d",
+                "initializers": ["Xavier", "Pretrained_Xavier"],
+                "variants": ["base", "nopos_frozen"],
+                "seeds": 1,
+            },
+            "table4": {"block": "multi30k_glove6b50d"},
+            "table6": {"block": "multi30k_glove6b50d", "side": "decoder"},
+            "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
+            **extra,
         },
-        "table3": {"block": "multi30k_glove6b50d", "initializers": ["Xavier", "Pretrained_Xavier"],
-                   "variants": ["base", "nopos_frozen"], "seeds": 1},
-        "table4": {"block": "multi30k_glove6b50d"},
-        "table6": {"block": "multi30k_glove6b50d", "side": "decoder"},
-        "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
-        **extra,
-    })
+    )
 
 
 def test_every_paper_output_builds_and_one_initializer_edit_reruns_only_its_part(tmp_path, tiny_mirror):
@@ -59,19 +87,24 @@ def test_every_paper_output_builds_and_one_initializer_edit_reruns_only_its_part
     html = (tmp_path / "results/report.html").read_text(errors="replace")
     assert "table1.csv" in html and "figure1.png" in html
 
-    edited = _tiny_paper_config(tmp_path / "e.yaml", tiny_mirror,
-                                initializer_params={"Pretrained_Shuffled": {"mode": "elements"}})
+    edited = _tiny_paper_config(
+        tmp_path / "e.yaml", tiny_mirror, initializer_params={"Pretrained_Shuffled": {"mode": "elements"}}
+    )
     plan = run_snakemake([*TARGETS, "-n", "--configfile", str(edited)], cwd=tmp_path)
-    runs = {f"results/sst2_glove6b50d/Pretrained_Shuffled/seed{s}/{f}" for s in (0, 1)
-            for f in ("embedding_encoder.npy", "base/final.json", "base/metrics.parquet")}
+    runs = {
+        f"results/sst2_glove6b50d/Pretrained_Shuffled/seed{s}/{f}"
+        for s in (0, 1)
+        for f in ("embedding_encoder.npy", "base/final.json", "base/metrics.parquet")
+    }
     tables = {f"results/{name}.{ext}" for name in ("table1", "table5", "paper_comparison") for ext in ("csv", "md")}
     # Table 2 has no _Shuffled rows; paper_comparison reads Tables 1 and 5
     assert planned_outputs(plan) == runs | tables
 
 
 def test_slurm_profile_gives_training_jobs_a_gpu_and_other_jobs_none(tmp_path):
-    proc = run_snakemake(["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm")], cwd=tmp_path,
-                         timeout=300)
+    proc = run_snakemake(
+        ["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm")], cwd=tmp_path, timeout=300
+    )
     blocks = proc.stdout.split("\nrule ")
     train = [b for b in blocks if b.startswith("train:")]
     other = [b for b in blocks if b.startswith(("fetch:", "prepare_", "vocab_", "initialize_embedding:"))]
@@ -96,14 +129,17 @@ def test_paper_grid_runs_three_initializers_on_glove_blocks(tmp_path):
 def test_xavier_runs_need_neither_the_pretrained_download_nor_its_extraction(tmp_path):
     """A user without GloVe 840B can still train a GloVe block's Xavier row: its layer needs only N and D."""
     cfg = write_config(tmp_path / "x.yaml", {"run_blocks": ["sst2_glove"]})
-    xavier = planned_outputs(run_snakemake(
-        ["results/sst2_glove/Xavier/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path))
+    xavier = planned_outputs(
+        run_snakemake(["results/sst2_glove/Xavier/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path)
+    )
     assert "results/sst2_glove/Xavier/seed0/embedding_encoder.npy" in xavier
     assert not [p for p in xavier if "glove.840B" in p or "pretrained_" in p]
-    glove = planned_outputs(run_snakemake(
-        ["results/sst2_glove/Pretrained/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path))
+    glove = planned_outputs(
+        run_snakemake(
+            ["results/sst2_glove/Pretrained/seed0/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path
+        )
+    )
     assert "results/sst2_glove/pretrained_encoder.npy" in glove and any("glove.840B" in p for p in glove)
-
 
 
 def test_gpu_profiles_can_pack_training_jobs_on_one_gpu(tmp_path):
@@ -113,8 +149,19 @@ def test_gpu_profiles_can_pack_training_jobs_on_one_gpu(tmp_path):
     assert profile["resources"] == {"gpu_jobs": 4}  # no `gpu` limit: k jobs run at once on the one GPU
     train = [b for b in local.stdout.split("\nrule ") if b.startswith("train:")]
     assert train and all("gpu_jobs=1" in re.search(r"resources: (.*)", b).group(1) for b in train)
-    shard = run_snakemake(["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm"),
-                           "--set-resources", "train:gpu=0", "train:gres=shard:1"], cwd=tmp_path, timeout=300)
+    shard = run_snakemake(
+        [
+            "results/table1.csv",
+            "-n",
+            "--profile",
+            str(REPO / "profiles/slurm"),
+            "--set-resources",
+            "train:gpu=0",
+            "train:gres=shard:1",
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )
     train = [b for b in shard.stdout.split("\nrule ") if b.startswith("train:")]
     assert train and all("gres=shard:1" in re.search(r"resources: (.*)", b).group(1) for b in train)
 
@@ -122,8 +169,12 @@ def test_gpu_profiles_can_pack_training_jobs_on_one_gpu(tmp_path):
 @needs_shared
 def test_first_run_config_trains_only_sst2_and_builds_its_outputs(tmp_path):
     """README command 1: config/first-run.yaml plans 9 SST-2 runs and none of Multi30k's (`outputs` subset)."""
-    plan = planned_outputs(run_snakemake(["-n", "--configfile", str(REPO / "config/first-run.yaml"),
-                                          "--config", f"mirror={SHARED_DATA}"], cwd=tmp_path))
+    plan = planned_outputs(
+        run_snakemake(
+            ["-n", "--configfile", str(REPO / "config/first-run.yaml"), "--config", f"mirror={SHARED_DATA}"],
+            cwd=tmp_path,
+        )
+    )
     runs = {p for p in plan if p.endswith("/final.json")}
     assert len(runs) == 9 and all(p.startswith("results/first-run/sst2_glove6b50d/") for p in runs)
     assert {f"results/first-run/{n}.csv" for n in ("table1", "table2", "table4", "table6", "paper_comparison")} <= plan

@@ -8,9 +8,16 @@ Expects:
   snakemake.config           table4 (block, side, seed, pos_enc, pos_rows, sensitivity_rows), model (pos_base),
                              blocks, sources
 """
+
 from embinit.analogy import table4, table4_sensitivity
 
 write = {"table4": table4, "table4_sensitivity": table4_sensitivity}[snakemake.rule]  # noqa: F821
 inp = snakemake.input  # noqa: F821
-write(inp.vectors, inp.tokens, inp.questions, snakemake.config,  # noqa: F821
-      snakemake.output.csv, snakemake.output.md)  # noqa: F821
+write(
+    inp.vectors,
+    inp.tokens,
+    inp.questions,
+    snakemake.config,  # noqa: F821
+    snakemake.output.csv,
+    snakemake.output.md,
+)  # noqa: F821

@@ -6,6 +6,7 @@ params: source (dict: the config `sources` entry), missing (str), missing_seed (
 output: npy (N x D float32), meta (sidecar parquet: index, token, matched)
 log:    one file; the match report is logged there
 """
+
 import logging
 
 from embinit.embeddings import extract

@@ -2,6 +2,7 @@
 
 A failure is logged as its one-line message before the job fails, so Snakemake's "check log file(s)" holds.
 """
+
 import logging
 
 from embinit.fetch import fetch

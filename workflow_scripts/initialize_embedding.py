@@ -6,8 +6,17 @@ params: initializer (str), params (dict: config initializer_params entry), seed 
         side (str: mixed into the seed), fingerprint (str: embinit.initializers.fingerprint; only triggers reruns)
 output: npy (N x D float32)
 """
+
 from embinit.initializers import initialize_file
 
 p = snakemake.params
-initialize_file(p.initializer, snakemake.input.get("pretrained"), snakemake.input.vocab, p.dim, p.seed, p.params,
-                snakemake.output.npy, stream=p.side)
+initialize_file(
+    p.initializer,
+    snakemake.input.get("pretrained"),
+    snakemake.input.vocab,
+    p.dim,
+    p.seed,
+    p.params,
+    snakemake.output.npy,
+    stream=p.side,
+)

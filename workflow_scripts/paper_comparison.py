@@ -6,7 +6,12 @@ Expects:
   snakemake.params.results_dir  the results directory
   snakemake.output              named `csv` and `md`
 """
+
 from embinit.paper_comparison import paper_comparison
 
-paper_comparison(snakemake.params.results_dir, snakemake.input.paper_tables,  # noqa: F821
-                 snakemake.output.csv, snakemake.output.md)  # noqa: F821
+paper_comparison(
+    snakemake.params.results_dir,
+    snakemake.input.paper_tables,  # noqa: F821
+    snakemake.output.csv,
+    snakemake.output.md,
+)  # noqa: F821

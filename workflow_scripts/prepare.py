@@ -1,4 +1,5 @@
 """Snakemake script: one task's raw files -> Parquet splits (embinit.prepare)."""
+
 import logging
 
 from embinit.prepare import prepare

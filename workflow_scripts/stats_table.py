@@ -5,6 +5,7 @@ Table 6: inputs named by initializer (input.Xavier, input.Pretrained, input.Pret
          params.src (display name, e.g. "GloVe"), params.pos_rows (rows of P), params.pos_base.
 output: csv, md
 """
+
 from embinit.stats import write_stats_table, write_table6
 
 p, out = snakemake.params, snakemake.output

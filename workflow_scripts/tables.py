@@ -7,6 +7,7 @@ Expects:
   snakemake.output        tables: named `csv` and `md`; figure1: named `png` and `csv`
   snakemake.config        the pipeline config (blocks, sources, initializers, variants, table3, figure1)
 """
+
 from embinit import tables
 
 TABLES = {"1": tables.table1, "3": tables.table3, "5": tables.table5, "7": tables.table7}

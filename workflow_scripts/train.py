@@ -6,24 +6,33 @@ params: spec (dict: kind, model, train, variant, epochs, batch_size, lr, seed, n
         tokenizer, languages)
 output: final (final.json), metrics (metrics.parquet), in the run directory; log: one file
 """
+
 from pathlib import Path
 
 from embinit.train import train_run
 from embinit.vocab import make_detokenizer
 
 inp = snakemake.input  # noqa: F821
-spec = dict(snakemake.params.spec,  # noqa: F821
-            data={split: inp.get(split) for split in ("train", "valid", "test")},
-            embeddings={side: inp.get(f"emb_{side}") for side in ("encoder", "decoder")},
-            vocab={side: inp.get(f"vocab_{side}") for side in ("encoder", "decoder")},
-            tokenizer_file=inp.get("tokenizer_file"), log=snakemake.log[0], threads=snakemake.threads)  # noqa: F821
+spec = dict(
+    snakemake.params.spec,  # noqa: F821
+    data={split: inp.get(split) for split in ("train", "valid", "test")},
+    embeddings={side: inp.get(f"emb_{side}") for side in ("encoder", "decoder")},
+    vocab={side: inp.get(f"vocab_{side}") for side in ("encoder", "decoder")},
+    tokenizer_file=inp.get("tokenizer_file"),
+    log=snakemake.log[0],
+    threads=snakemake.threads,
+)  # noqa: F821
 # where the job runs is not part of the run's identity (kept out of params so it triggers no rerun)
-spec["train"] = dict(spec["train"], device=snakemake.config["train"]["device"],  # noqa: F821
-                     num_threads=snakemake.config["train"]["num_threads"])  # noqa: F821
+spec["train"] = dict(
+    spec["train"],
+    device=snakemake.config["train"]["device"],  # noqa: F821
+    num_threads=snakemake.config["train"]["num_threads"],
+)  # noqa: F821
 detokenize = None
 if spec["kind"] == "translation":
-    detokenize = make_detokenizer(inp.vocab_decoder, spec["tokenizer"], inp.get("tokenizer_file") or None,
-                                  spec["languages"]["decoder"])
+    detokenize = make_detokenizer(
+        inp.vocab_decoder, spec["tokenizer"], inp.get("tokenizer_file") or None, spec["languages"]["decoder"]
+    )
 out_dir = Path(snakemake.output.final).parent  # noqa: F821
 if Path(snakemake.output.metrics).parent != out_dir:  # noqa: F821
     raise ValueError("final.json and metrics.parquet must share the run directory")

@@ -3,6 +3,7 @@
 The translator's encoder; the sentence representation is the mean of the encoder outputs over non-pad
 positions (the paper says only "pooled"), followed by one Linear(D, num_classes).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """The model's settings, one frozen dataclass for the translator and the classifier (SPEC section 3)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +11,7 @@ from embinit.config import heads_for
 class ModelConfig:
     heads: int = 8
     ffn_dim: int = 512
-    layers: int = 3                  # per stack: the translator has this many encoder and decoder layers
+    layers: int = 3  # per stack: the translator has this many encoder and decoder layers
     dropout: float = 0.1
     pos_encoding: str = "sinusoidal"  # a key of embinit.models.position.POSITION_ENCODINGS
     pos_base: float = 10000.0
@@ -20,7 +21,13 @@ class ModelConfig:
     @classmethod
     def from_config(cls, model: dict, variant: dict, dim: int) -> ModelConfig:
         """From config `model` and one `variants` entry; D decides the heads (`model.heads_by_dim`)."""
-        return cls(heads=heads_for(model, dim), ffn_dim=model["ffn_dim"], layers=model["layers"],
-                   dropout=model["dropout"], pos_encoding=variant["pos_encoding"],
-                   pos_base=model.get("pos_base", 10000.0), max_len=model["max_len"],
-                   embedding_trainable=variant["embedding_trainable"])
+        return cls(
+            heads=heads_for(model, dim),
+            ffn_dim=model["ffn_dim"],
+            layers=model["layers"],
+            dropout=model["dropout"],
+            pos_encoding=variant["pos_encoding"],
+            pos_base=model.get("pos_base", 10000.0),
+            max_len=model["max_len"],
+            embedding_trainable=variant["embedding_trainable"],
+        )

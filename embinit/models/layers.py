@@ -3,6 +3,7 @@
 Post-LN layers, ReLU feed-forward of width `ffn_dim`, dropout; attention through
 F.scaled_dot_product_attention except where the cheap CPU dropout mask needs the weights.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,7 @@ class Dropout(nn.Module):
         if x.device.type != "cpu":
             return F.dropout(x, self.p, training=True)
         n = x.numel()
-        draws = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
+        draws = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
         keep = draws.view(torch.int16)[:n].view(x.shape) >= self.threshold
         return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))  # one float mask: one multiply each way
 
@@ -54,8 +55,9 @@ class TokenInput(nn.Module):
             raise ValueError(f"pos_encoding must be one of {sorted(POSITION_ENCODINGS)}, not {config.pos_encoding!r}")
         dim = embedding.shape[1]
         self.scale = math.sqrt(dim)
-        self.embedding = nn.Embedding.from_pretrained(torch.tensor(embedding, dtype=torch.float32),
-                                                      freeze=not config.embedding_trainable)
+        self.embedding = nn.Embedding.from_pretrained(
+            torch.tensor(embedding, dtype=torch.float32), freeze=not config.embedding_trainable
+        )
         self.position = POSITION_ENCODINGS[config.pos_encoding](dim, config)
         self.dropout = Dropout(config.dropout)
 
@@ -93,8 +95,9 @@ class MultiHeadAttention(nn.Module):
         self.value = nn.Linear(dim, dim)
         self.out = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor, keep: torch.Tensor | None = None,
-                causal: bool = False) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, context: torch.Tensor, keep: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
         """x attends to context; `keep` (B, 1, 1, S) is True for context positions that are not padding."""
         return self.attend(x, *self.keys_values(context), keep, causal)
 
@@ -106,8 +109,9 @@ class MultiHeadAttention(nn.Module):
         """The context's keys and values, (B, heads, S, D / heads) each: computed once, reused by decoding."""
         return self.split(self.key(context)), self.split(self.value(context))
 
-    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
-               causal: bool = False) -> torch.Tensor:
+    def attend(
+        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
         batch, length, dim = x.shape
         q = self.split(self.query(x))  # (B, heads, T, D / heads)
         if self.training and self.dropout.p > 0 and x.device.type == "cpu":
@@ -125,8 +129,7 @@ class MultiHeadAttention(nn.Module):
         if keep is not None:
             scores.masked_fill_(~keep, float("-inf"))
         if causal:
-            scores.masked_fill_(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1),
-                                float("-inf"))
+            scores.masked_fill_(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1), float("-inf"))
         return self.dropout(scores.softmax(-1)) @ v
 
 
@@ -178,12 +181,28 @@ class DecoderLayer(nn.Module):
         (this position's are added) and to the encoder memory's, precomputed there."""
         position = cache.length
         cache.keys[:, :, position : position + 1], cache.values[:, :, position : position + 1] = (
-            self.self_attention.keys_values(y))
+            self.self_attention.keys_values(y)
+        )
         cache.length += 1
         k, v = cache.keys[:, :, : cache.length], cache.values[:, :, : cache.length]
         y = self.norm1(y + self.dropout(self.self_attention.attend(y, k, v)))
         y = self.norm2(y + self.dropout(self.cross_attention.attend(y, *cache.memory, memory_keep)))
         return self.norm3(y + self.dropout(self.ffn(y)))
+
+
+class LayerCache:
+    """One decoder layer's state during incremental decoding: the self-attention keys and values of the
+    positions decoded so far (preallocated to `max_len`) and the encoder memory's cross-attention keys
+    and values, computed once per sentence batch."""
+
+    def __init__(self, layer: DecoderLayer, memory: torch.Tensor, max_len: int):
+        attention = layer.self_attention
+        batch, dim = memory.size(0), memory.size(2)
+        shape = (batch, attention.heads, max_len, dim // attention.heads)
+        self.keys = memory.new_empty(shape)
+        self.values = memory.new_empty(shape)
+        self.length = 0
+        self.memory = layer.cross_attention.keys_values(memory)
 
 
 def xavier_init(model: nn.Module) -> None:

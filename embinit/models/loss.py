@@ -8,6 +8,7 @@ small chunks, computes the loss and the gradients of the chunk while its logits 
 keeps only the gradients for the backward pass. Same values as F.cross_entropy(F.linear(h, W, b), gold,
 reduction="sum") to fp32 rounding.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,8 +44,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return grad_h * grad_loss, grad_weight * grad_loss, grad_bias * grad_loss, None, None
 
 
-def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, gold: torch.Tensor,
-                         chunk_rows: int = CHUNK_ROWS) -> torch.Tensor:
+def linear_cross_entropy(
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, gold: torch.Tensor, chunk_rows: int = CHUNK_ROWS
+) -> torch.Tensor:
     """Summed cross-entropy of the logits h @ weight.T + bias (h: (n, D), weight: (N, D)) against gold (n,).
 
     Runs in fp32 also under autocast, as the loss does in torch's own autocast policy.
@@ -54,5 +56,12 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
         if torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad or bias.requires_grad):
             return _LinearCrossEntropy.apply(h, weight, bias, gold, chunk_rows)
         chunks = range(0, h.size(0), chunk_rows)
-        return sum((F.cross_entropy(F.linear(h[i : i + chunk_rows], weight, bias), gold[i : i + chunk_rows],
-                                    reduction="sum") for i in chunks), h.new_zeros(()))
+        return sum(
+            (
+                F.cross_entropy(
+                    F.linear(h[i : i + chunk_rows], weight, bias), gold[i : i + chunk_rows], reduction="sum"
+                )
+                for i in chunks
+            ),
+            h.new_zeros(()),
+        )

@@ -3,6 +3,7 @@
 Each is `cls(dim, config)` with `forward(x, start)`: x (B, T, D) at positions start .. start + T - 1 -> x with
 the encoding added. Adding one = one `@register` class here + its name as a `variants.<v>.pos_encoding` value.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,9 @@ class Sinusoidal(nn.Module):
 
     def __init__(self, dim: int, config):
         super().__init__()
-        self.register_buffer("table", torch.from_numpy(sinusoidal_table(config.max_len, dim, config.pos_base)),
-                             persistent=False)
+        self.register_buffer(
+            "table", torch.from_numpy(sinusoidal_table(config.max_len, dim, config.pos_base)), persistent=False
+        )
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         return x + self.table[start : start + x.size(1)]

@@ -3,6 +3,7 @@
 Vaswani et al. (2017) with the paper's sizes (embinit.models.config): d_model = D (the embedding dimension),
 and an output projection that is not tied to the decoder's embedding.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,24 +11,9 @@ import torch
 import torch.nn as nn
 
 from embinit.models.config import ModelConfig
-from embinit.models.layers import DecoderLayer, Encoder, TokenInput, xavier_init
+from embinit.models.layers import DecoderLayer, Encoder, LayerCache, TokenInput, xavier_init
 from embinit.models.loss import linear_cross_entropy
 from embinit.vocab import BOS, EOS, PAD
-
-
-class LayerCache:
-    """One decoder layer's state during incremental decoding: the self-attention keys and values of the
-    positions decoded so far (preallocated to `max_len`) and the encoder memory's cross-attention keys
-    and values, computed once per sentence batch."""
-
-    def __init__(self, layer: DecoderLayer, memory: torch.Tensor, max_len: int):
-        attention = layer.self_attention
-        batch, dim = memory.size(0), memory.size(2)
-        shape = (batch, attention.heads, max_len, dim // attention.heads)
-        self.keys = memory.new_empty(shape)
-        self.values = memory.new_empty(shape)
-        self.length = 0
-        self.memory = layer.cross_attention.keys_values(memory)
 
 
 class Translator(nn.Module):
@@ -68,8 +54,9 @@ class Translator(nn.Module):
         states = self.decode(tgt[:, :-1], memory, keep)  # (B, T - 1, D)
         gold = tgt[:, 1:]
         real = (gold != PAD).flatten().nonzero()[:, 0]  # (n,)
-        return linear_cross_entropy(states.flatten(0, 1)[real], self.output.weight, self.output.bias,
-                                    gold.flatten()[real])
+        return linear_cross_entropy(
+            states.flatten(0, 1)[real], self.output.weight, self.output.bias, gold.flatten()[real]
+        )
 
     @torch.no_grad()
     def generate(self, src: torch.Tensor, max_extra: int) -> torch.Tensor:
