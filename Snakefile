@@ -46,5 +46,7 @@ rule vocabularies:
 onsuccess:
     print(f"\nDone. Tables (CSV for code, Markdown to read) are in {RES}/: " + ", ".join(config["outputs"]) + ".")
     print(f"Start with {RES}/paper_comparison.md (ours beside the paper's, finding by finding).")
-    print("Next: the full offline run, --configfile config/offline-cpu.yaml (about an hour on 2 cores), or the "
-          "paper's grid with internet and a GPU: snakemake --profile profiles/slurm results/table1.csv")
+    print(
+        "Next: the full offline run, --configfile config/offline-cpu.yaml (about an hour on 2 cores), or the "
+        "paper's grid with internet and a GPU: snakemake --profile profiles/slurm results/table1.csv"
+    )

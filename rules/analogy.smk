@@ -12,13 +12,13 @@ rule table4:
     output:
         csv=report(f"{RES}/table4.csv", caption="../report/table4.rst", category="Tables"),
         md=f"{RES}/table4.md",
+    conda:
+        PIPELINE_ENV
+    resources:
+        mem_mb=4000,
     params:
         settings=json.dumps(config["table4"], sort_keys=True),  # a changed seed, pos_enc or pos_rows reruns it
         pos_base=config["model"]["pos_base"],
-    resources:
-        mem_mb=4000,
-    conda:
-        PIPELINE_ENV
     script:
         "../workflow_scripts/analogy.py"
 
@@ -31,12 +31,12 @@ rule table4_sensitivity:
     output:
         csv=report(f"{RES}/table4_sensitivity.csv", caption="../report/table4_sensitivity.rst", category="Tables"),
         md=f"{RES}/table4_sensitivity.md",
+    conda:
+        PIPELINE_ENV
+    resources:
+        mem_mb=4000,
     params:
         settings=json.dumps(config["table4"], sort_keys=True),  # a changed sensitivity_rows reruns it
         pos_base=config["model"]["pos_base"],
-    resources:
-        mem_mb=4000,
-    conda:
-        PIPELINE_ENV
     script:
         "../workflow_scripts/analogy.py"

@@ -14,10 +14,10 @@ rule paper_comparison:
     output:
         csv=report(f"{RES}/paper_comparison.csv", caption="../report/paper_comparison.rst", category="Paper vs ours"),
         md=f"{RES}/paper_comparison.md",
-    params:
-        results_dir=RES,
     localrule: True
     conda:
         PIPELINE_ENV
+    params:
+        results_dir=RES,
     script:
         "../workflow_scripts/paper_comparison.py"

@@ -5,18 +5,18 @@ from embinit.fetch import FetchSettings
 rule fetch:
     output:
         f"{DATA}/raw/{{relpath}}",
+    log:
+        f"{DATA}/logs/fetch/{{relpath}}.log",
     wildcard_constraints:
         relpath=_choice(config["remotes"]),
+    localrule: True
+    conda:
+        PIPELINE_ENV
     params:
         remote=lambda wc: config["remotes"][wc.relpath],
         # an object, which Snakemake leaves out of its rerun trigger: a new mirror or timeout refetches nothing
         # (the lock file is no input for the same reason; fetch reads it, and retries network errors itself)
         settings=FetchSettings.from_config(config),
-    log:
-        f"{DATA}/logs/fetch/{{relpath}}.log",
-    localrule: True
-    conda:
-        PIPELINE_ENV
     script:
         "../workflow_scripts/fetch.py"
 

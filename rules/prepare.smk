@@ -12,12 +12,12 @@ for _task, _tcfg in config["tasks"].items():
             **{role: raw(path) for role, path in _tcfg["files"].items()},
         output:
             **{s: f"{DATA}/prepared/{_task}/{s}.parquet" for s in splits_of(_tcfg["format"])},
-        params:
-            fmt=_tcfg["format"],
         log:
             f"{DATA}/logs/prepare/{_task}.log",
         conda:
             PIPELINE_ENV
+        params:
+            fmt=_tcfg["format"],
         script:
             "../workflow_scripts/prepare.py"
 
@@ -29,15 +29,19 @@ for _task, _tcfg in config["tasks"].items():
         input:
             **{s: f"{DATA}/prepared/{_task}/{s}.parquet" for s in splits_of(_tcfg["format"])},
             tokenizer_file=lambda wc: (
-                []
-                if wc.tokenizer == "spacy"
-                else raw(config["sources"][wc.tokenizer]["files"]["tokenizer"])
+                [] if wc.tokenizer == "spacy" else raw(config["sources"][wc.tokenizer]["files"]["tokenizer"])
             ),
         output:
             **{f"vocab_{side}": f"{DATA}/vocab/{_task}/{{tokenizer}}/{side}.parquet" for side in _sides},
             **{f"ids_{s}": f"{DATA}/tokenized/{_task}/{{tokenizer}}/{s}.parquet" for s in splits_of(_tcfg["format"])},
+        log:
+            f"{DATA}/logs/vocab/{_task}/{{tokenizer}}.log",
         wildcard_constraints:
             tokenizer=_choice(["spacy", *config["sources"]]),
+        conda:
+            PIPELINE_ENV
+        resources:
+            mem_mb=8000,
         params:
             kind=_tcfg["kind"],
             languages=_tcfg["languages"],
@@ -45,11 +49,5 @@ for _task, _tcfg in config["tasks"].items():
             splits=splits_of(_tcfg["format"]),
             sides=_sides,
             layout=SPLIT_LAYOUT,  # a new column layout of the tokenized splits rebuilds them
-        log:
-            f"{DATA}/logs/vocab/{_task}/{{tokenizer}}.log",
-        resources:
-            mem_mb=8000,
-        conda:
-            PIPELINE_ENV
         script:
             "../workflow_scripts/build_vocab.py"

@@ -11,9 +11,17 @@ def stats_entries(blocks, initializers):
         side, source = next((k, s) for k, s in config["blocks"][block]["sources"].items() if s is not None)
         for init in initializers_of(config, block):
             if init in initializers:
-                entries.append({"block": block, "task": task_of(block), "family": config["blocks"][block]["family"],
-                                "source": source, "side": side, "initializer": init,
-                                "path": embedding_path(block, init, 0, side)})
+                entries.append(
+                    {
+                        "block": block,
+                        "task": task_of(block),
+                        "family": config["blocks"][block]["family"],
+                        "source": source,
+                        "side": side,
+                        "initializer": init,
+                        "path": embedding_path(block, init, 0, side),
+                    }
+                )
     return entries
 
 
@@ -30,12 +38,12 @@ for _table, _inits in ((2, TABLE2_INITS), (8, ["Xavier_Pretrained"])):
         output:
             csv=report(f"{RES}/table{_table}.csv", caption=f"../report/table{_table}.rst", category="Tables"),
             md=f"{RES}/table{_table}.md",
-        params:
-            table=_table,
-            entries=stats_entries(config["run_blocks"], _inits),
         localrule: True
         conda:
             PIPELINE_ENV
+        params:
+            table=_table,
+            entries=stats_entries(config["run_blocks"], _inits),
         script:
             "../workflow_scripts/stats_table.py"
 
@@ -50,14 +58,14 @@ rule table6:
     output:
         csv=report(f"{RES}/table6.csv", caption="../report/table6.rst", category="Tables"),
         md=f"{RES}/table6.md",
+    localrule: True
+    conda:
+        PIPELINE_ENV
     params:
         table=6,
         src=config["sources"][source_of(config["table6"]["block"], config["table6"]["side"])]["display"],
         pos_rows=config["table6"]["pos_rows"],
         pos_base=config["model"]["pos_base"],
-    localrule: True
-    conda:
-        PIPELINE_ENV
     script:
         "../workflow_scripts/stats_table.py"
 
@@ -76,11 +84,11 @@ for _table, _runs in (
         output:
             csv=report(f"{RES}/table{_table}.csv", caption=f"../report/table{_table}.rst", category="Tables"),
             md=f"{RES}/table{_table}.md",
-        params:
-            table=str(_table),
         localrule: True
         conda:
             PIPELINE_ENV
+        params:
+            table=str(_table),
         script:
             "../workflow_scripts/tables.py"
 
@@ -97,18 +105,19 @@ rule table3:
     output:
         csv=report(f"{RES}/table3.csv", caption="../report/table3.rst", category="Tables"),
         md=f"{RES}/table3.md",
-    params:
-        table="3",
-        settings=json.dumps(config["table3"], sort_keys=True),
     localrule: True
     conda:
         PIPELINE_ENV
+    params:
+        table="3",
+        settings=json.dumps(config["table3"], sort_keys=True),
     script:
         "../workflow_scripts/tables.py"
 
 
-FIGURE1_RUNS = base_runs(config["figure1"]["blocks"], config["figure1"]["initializers"],
-                         seeds=config["figure1"].get("seeds", {}))
+FIGURE1_RUNS = base_runs(
+    config["figure1"]["blocks"], config["figure1"]["initializers"], seeds=config["figure1"].get("seeds", {})
+)
 
 
 rule figure1:
@@ -119,12 +128,12 @@ rule figure1:
     output:
         png=report(f"{RES}/figure1.png", caption="../report/figure1.rst", category="Figure 1"),
         csv=f"{RES}/figure1.csv",
-    params:
-        table="figure1",
-        settings=json.dumps(config["figure1"], sort_keys=True),
     localrule: True
     conda:
         PIPELINE_ENV
+    params:
+        table="figure1",
+        settings=json.dumps(config["figure1"], sort_keys=True),
     script:
         "../workflow_scripts/tables.py"
 

@@ -32,8 +32,13 @@ def train_spec(wc):
         "num_classes": task.get("num_classes"),
         "tokenizer": tokenizer_of(config, wc.block),
         "languages": task["languages"],
-        "run": {"block": wc.block, "task": task_of(wc.block), "initializer": wc.init, "seed": int(wc.seed),
-                "variant": wc.variant},
+        "run": {
+            "block": wc.block,
+            "task": task_of(wc.block),
+            "initializer": wc.init,
+            "seed": int(wc.seed),
+            "variant": wc.variant,
+        },
     }
 
 
@@ -43,18 +48,18 @@ rule train:
     output:
         final=f"{RES}/{{block}}/{{init}}/seed{{seed}}/{{variant}}/final.json",
         metrics=f"{RES}/{{block}}/{{init}}/seed{{seed}}/{{variant}}/metrics.parquet",
-    params:
-        spec=train_spec,
     log:
         f"{RES}/{{block}}/{{init}}/seed{{seed}}/{{variant}}/train.log",
+    conda:
+        PIPELINE_ENV
     threads: 2
     resources:
         gpu=1,
         gpu_jobs=1,  # profiles/local-gpu: k of these share one GPU (docs/performance.md)
         mem_mb=16000,
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],
-    conda:
-        PIPELINE_ENV
+    params:
+        spec=train_spec,
     script:
         "../workflow_scripts/train.py"
 
@@ -63,8 +68,13 @@ def base_runs(blocks, initializers=None, variant="base", seeds=None):
     """final.json of every seed of every (block, initializer) for one variant; `seeds` maps a block to
     another number of seeds than its own (Figure 1 averages five seeds of Multi30k GloVe)."""
     seeds = seeds or {}
-    return [f"{run_dir(b, i, s, variant)}/final.json" for b in blocks for i in initializers_of(config, b)
-            if initializers is None or i in initializers for s in range(seeds.get(b, len(seeds_of(config, b))))]
+    return [
+        f"{run_dir(b, i, s, variant)}/final.json"
+        for b in blocks
+        for i in initializers_of(config, b)
+        if initializers is None or i in initializers
+        for s in range(seeds.get(b, len(seeds_of(config, b))))
+    ]
 
 
 def blocks_running(initializer):
