@@ -21,14 +21,13 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from embinit.batching import BucketBatchSampler, TranslationData
 from embinit.config import load
 from embinit.models import ModelConfig, Translator
 from embinit.paper_comparison import paper_source, read_paper_tables
 from embinit.tables import TASK_DISPLAY
-from embinit.train import batch_loss
+from train_step import step_flops
 from train_throughput import BATCH, MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,16 +54,11 @@ def flops_and_tokens_per_epoch() -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         synthetic_pairs(Path(tmp) / "train.parquet", 29000, 0)
         data = TranslationData(Path(tmp) / "train.parquet", MAX_LEN)
+    lengths = data.lengths()
     model = Translator(xavier(N_SRC, 300), xavier(N_TGT, 300), ModelConfig(heads=10))
-    batches = [
-        b for b, _ in zip(BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(0)), range(10))
-    ]
-    with FlopCounterMode(display=False) as counter:
-        for indices in batches:
-            loss, n = batch_loss(model, data.batch(indices), torch.device("cpu"))
-            (loss / n).backward()
-    tokens = sum(int(data.lengths()[b].sum()) for b in batches)
-    return counter.get_total_flops() / tokens, float(data.lengths().sum())
+    batches = [b for b, _ in zip(BucketBatchSampler(lengths, BATCH, 4, torch.Generator().manual_seed(0)), range(10))]
+    tokens = sum(int(lengths[b].sum()) for b in batches)
+    return step_flops(model, data, batches) / tokens, float(lengths.sum())
 
 
 def main() -> None:

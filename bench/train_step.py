@@ -31,12 +31,13 @@ from torch.utils.flop_counter import FlopCounterMode
 from embinit.batching import BucketBatchSampler, TranslationData
 from embinit.models import ModelConfig, Translator
 from embinit.models.layers import Dropout, MultiHeadAttention
-from embinit.train import adam, batch_loss
+from embinit.train import adam, batch_loss, train_epoch
 from embinit.vocab import PAD
 from train_throughput import BATCH, MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
 
 REAL_DATA = Path("data/tokenized/multi30k/spacy")
 ADAM = {"adam_betas": [0.9, 0.98], "adam_eps": 1e-9}
+CPU = torch.device("cpu")
 
 
 # --- the old step (the code this bench measures against) ---------------------------------------------------
@@ -88,25 +89,12 @@ def old_adam(model: Translator) -> torch.optim.Adam:
 # --- measurement ---------------------------------------------------------------------------------------------
 
 
-def steps(model, optimizer, data, batches) -> int:
-    """Training steps as embinit.train.train_epoch takes them; returns the real tokens seen."""
-    model.train()
-    tokens = 0
-    for indices in batches:
-        loss, n = batch_loss(model, data.batch(indices), torch.device("cpu"))
-        optimizer.zero_grad(set_to_none=True)
-        (loss / n).backward()
-        optimizer.step()
-        tokens += int(data.lengths()[indices].sum())
-    return tokens
-
-
 def step_flops(model, data, batches) -> float:
     """Matrix-product FLOPs of forward + backward over `batches` (counted on a throwaway copy)."""
     model = copy.deepcopy(model)
     with FlopCounterMode(display=False) as counter:
         for indices in batches:
-            loss, n = batch_loss(model, data.batch(indices), torch.device("cpu"))
+            loss, n = batch_loss(model, data.batch(indices), CPU)
             (loss / n).backward()
     return float(counter.get_total_flops())
 
@@ -151,20 +139,21 @@ def main() -> None:
     heads = args.heads or (10 if args.dim in (50, 300) else 8)
 
     data, source = load_data(args.data, args.seed)
-    sampler = BucketBatchSampler(data.lengths(), BATCH, 4, torch.Generator().manual_seed(args.seed))
+    lengths = data.lengths()
+    sampler = BucketBatchSampler(lengths, BATCH, 4, torch.Generator().manual_seed(args.seed))
     batches = [b for b, _ in zip(sampler, range(args.warmup + args.rounds * args.steps))]
     new = Translator(xavier(N_SRC, args.dim), xavier(N_TGT, args.dim), ModelConfig(heads=heads))
     old = as_old(new)
     loops = {"old": (old, old_adam(old)), "new": (new, adam(new, 2e-4, ADAM))}
 
     for model, optimizer in loops.values():
-        steps(model, optimizer, data, batches[: args.warmup])
+        train_epoch(model, optimizer, data, batches[: args.warmup], CPU, False)
     tokens, seconds, cpu = dict.fromkeys(loops, 0), dict.fromkeys(loops, 0.0), dict.fromkeys(loops, 0.0)
     for r in range(args.rounds):
         chunk = batches[args.warmup + r * args.steps : args.warmup + (r + 1) * args.steps]
         for name, (model, optimizer) in loops.items():
             began, began_cpu = time.perf_counter(), time.process_time()
-            tokens[name] += steps(model, optimizer, data, chunk)
+            tokens[name] += train_epoch(model, optimizer, data, chunk, CPU, False)[1]  # the pipeline's own loop
             seconds[name] += time.perf_counter() - began
             cpu[name] += time.process_time() - began_cpu
     timed = batches[args.warmup :]
@@ -177,7 +166,7 @@ def main() -> None:
     )
     print(
         f"{args.rounds} rounds x {args.steps} steps per loop, alternating, after {args.warmup} warm-up steps; "
-        f"{flops / sum(int(data.lengths()[b].sum()) for b in timed) / 1e6:.1f} MFLOP per token (matrix products)"
+        f"{flops / sum(int(lengths[b].sum()) for b in timed) / 1e6:.1f} MFLOP per token (matrix products)"
     )
     print(f"attainable peak (2048^2 fp32 matmul, {torch.get_num_threads()} threads): {peak:.0f} GFLOP/s")
     rate = {}

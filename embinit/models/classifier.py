@@ -18,7 +18,6 @@ from embinit.models.layers import Encoder, xavier_init
 class Classifier(nn.Module):
     def __init__(self, embedding: np.ndarray, num_classes: int, config: ModelConfig):
         super().__init__()
-        self.max_len = config.max_len
         self.encoder = Encoder(embedding, config)
         self.output = nn.Linear(embedding.shape[1], num_classes)
         xavier_init(self)

@@ -27,7 +27,7 @@ class ModelConfig:
             layers=model["layers"],
             dropout=model["dropout"],
             pos_encoding=variant["pos_encoding"],
-            pos_base=model.get("pos_base", 10000.0),
+            pos_base=model["pos_base"],
             max_len=model["max_len"],
             embedding_trainable=variant["embedding_trainable"],
         )
