@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from embinit.batching import TranslationData, sorted_batches
+from embinit.training.batching import TranslationData, sorted_batches
 from embinit.models import ModelConfig, Translator
-from embinit.vocab import BOS, EOS, PAD
+from embinit.data.vocab import BOS, EOS, PAD
 from train_throughput import N_SRC, N_TGT, synthetic_pairs, xavier
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import torch
 
-from embinit.batching import BucketBatchSampler, TranslationData
+from embinit.training.batching import BucketBatchSampler, TranslationData
 from embinit.config import load
 from embinit.models import ModelConfig, Translator
-from embinit.paper_comparison import paper_source, read_paper_tables
-from embinit.tables import TASK_DISPLAY
+from embinit.reports.comparison import paper_source, read_paper_tables
+from embinit.reports.tables import TASK_DISPLAY
 from train_step import step_flops
 from train_throughput import BATCH, MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
 

@@ -1,6 +1,6 @@
 """Training throughput of this pipeline's loop against a naive loop, on the Multi30k GloVe-sized translator.
 
-(a) pipeline: embinit.train.train_epoch on length-bucketed batches (embinit.batching), the SDPA model of
+(a) pipeline: embinit.training.loop.train_epoch on length-bucketed batches (embinit.training.batching), the SDPA model of
     embinit.models, bf16 autocast on CUDA;
 (b) naive: random batches padded to the batch maximum, fp32, torch.nn.Transformer of the same sizes.
 Both: D = 300, 10 heads, FFN 512, 3 + 3 layers, vocabularies 7853 (de) / 5893 (en), batch 64, Adam.
@@ -24,11 +24,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from embinit.batching import BucketBatchSampler, TranslationData
-from embinit.posenc import sinusoidal_table
+from embinit.training.batching import BucketBatchSampler, TranslationData
+from embinit.layers.position_table import sinusoidal_table
 from embinit.models import ModelConfig, Translator
-from embinit.train import pick_device, train_epoch
-from embinit.vocab import BOS, EOS, PAD
+from embinit.training.loop import pick_device, train_epoch
+from embinit.data.vocab import BOS, EOS, PAD
 
 N_SRC, N_TGT, DIM, HEADS, FFN, LAYERS, BATCH = 7853, 5893, 300, 10, 512, 3, 64
 MAX_LEN = 256

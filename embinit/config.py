@@ -56,8 +56,8 @@ def validate(config: dict, schema_path, files) -> None:
 def check(config: dict) -> None:
     """Raise ConfigError naming the key if a name does not refer to something defined, or a value does not fit
     where it is used."""
-    from embinit.embeddings import MISSING_POLICIES
-    from embinit.initializers import INITIALIZERS as REGISTRY
+    from embinit.layers.pretrained import MISSING_POLICIES
+    from embinit.layers.initializers import INITIALIZERS as REGISTRY
     from embinit.models.position import POSITION_ENCODINGS
 
     if config["mirror"] is not None and not Path(config["mirror"]).is_dir():
@@ -144,7 +144,7 @@ def _check_heads(config: dict) -> None:
 
 
 def _check_block(config: dict, name: str, block: dict) -> None:
-    from embinit.initializers import INITIALIZERS as REGISTRY
+    from embinit.layers.initializers import INITIALIZERS as REGISTRY
 
     _require(block["task"], config["tasks"], f"blocks.{name}.task")
     sides = sides_of(config, name)

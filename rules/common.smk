@@ -51,7 +51,7 @@ def tokenized_path(block, split):
 
 
 def splits_of_task(task):
-    from embinit.prepare import splits_of
+    from embinit.data.prepare import splits_of
 
     return splits_of(config["tasks"][task]["format"])
 

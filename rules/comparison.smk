@@ -1,4 +1,4 @@
-# The paper's own numbers beside ours (embinit.paper_comparison): Tables 1-8 cell by cell, and whether the
+# The paper's own numbers beside ours (embinit.reports.comparison): Tables 1-8 cell by cell, and whether the
 # paper's three findings show in our numbers. Include after rules/tables.smk: it reads the `paper` rule's tables.
 
 PAPER_TABLES = os.path.join(

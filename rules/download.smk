@@ -1,5 +1,5 @@
 # Raw files: the mirror directory first, else the canonical remote; checksum-verified, written atomically.
-from embinit.fetch import FetchSettings
+from embinit.data.fetch import FetchSettings
 
 
 rule fetch:

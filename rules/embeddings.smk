@@ -1,5 +1,5 @@
 # Embedding layers: the pre-trained matrix of each block side, then one layer per initializer and seed.
-from embinit.initializers import INITIALIZERS, fingerprint, reads_pretrained
+from embinit.layers.initializers import INITIALIZERS, fingerprint, reads_pretrained
 
 
 wildcard_constraints:
@@ -79,6 +79,6 @@ rule embedding_matches:
     params:
         entries=match_entries(config["run_blocks"]),
     run:
-        from embinit.embeddings import write_match_report
+        from embinit.layers.pretrained import write_match_report
 
         print(write_match_report(params.entries, output[0]).to_string(index=False))

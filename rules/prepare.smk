@@ -1,7 +1,7 @@
 # Parquet splits per task, then tokenized splits and vocabularies per (task, tokenizer).
 # One rule per task, because each task has its own set of splits and sides.
-from embinit.prepare import splits_of
-from embinit.vocab import SPLIT_LAYOUT
+from embinit.data.prepare import splits_of
+from embinit.data.vocab import SPLIT_LAYOUT
 
 for _task, _tcfg in config["tasks"].items():
 

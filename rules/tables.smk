@@ -2,7 +2,7 @@
 
 
 def stats_entries(blocks, initializers):
-    """Seed 0's encoder layer of each (block, initializer) pair, as embinit.stats expects.
+    """Seed 0's encoder layer of each (block, initializer) pair, as embinit.reports.statistics expects.
 
     A block whose encoder has no source (multi30k_glove6b50d offline) reports its decoder layer instead.
     """

@@ -98,7 +98,7 @@ def planned_outputs(proc) -> set[str]:
 
 
 STAND_IN = "GloVe-6B-50d (stand-in for GloVe 840B)"
-TABLES_CONFIG = {  # a config for embinit.tables / paper_comparison on fabricated runs
+TABLES_CONFIG = {  # a config for embinit.reports.tables / paper_comparison on fabricated runs
     "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"],
     "sources": {"glove6b50d": {"display": STAND_IN}, "bert": {"display": "BERT"}},
     "blocks": {

@@ -1,4 +1,4 @@
-"""embinit.analogy: 3CosAdd agrees with gensim's evaluate_word_analogies; Table 4's transformations."""
+"""embinit.reports.analogy: 3CosAdd agrees with gensim's evaluate_word_analogies; Table 4's transformations."""
 
 import gzip
 import importlib.metadata
@@ -10,11 +10,11 @@ from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 
 from conftest import SHARED_DATA, load_default_config, needs_shared
-from embinit import analogy
-from embinit.embeddings import extract
-from embinit.initializers import xavier, xavier_bound
-from embinit.posenc import sinusoidal_table
-from embinit.vocab import SPECIALS, build_vocab, load_tokenizer
+from embinit.reports import analogy
+from embinit.layers.pretrained import extract
+from embinit.layers.initializers import xavier, xavier_bound
+from embinit.layers.position_table import sinusoidal_table
+from embinit.data.vocab import SPECIALS, build_vocab, load_tokenizer
 
 SHARED_QUESTIONS = SHARED_DATA / "word2vec" / "questions-words.txt"
 

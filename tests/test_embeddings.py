@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
-from embinit.embeddings import extract, find_embedding_tensor, write_match_report
+from embinit.layers.pretrained import extract, find_embedding_tensor, write_match_report
 
 SPECIALS = ["<unk>", "<pad>", "<bos>", "<eos>"]
 

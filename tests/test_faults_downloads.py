@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import run_snakemake, write_config
-from embinit.fetch import ChecksumError, FetchError, FetchSettings, fetch
+from embinit.data.fetch import ChecksumError, FetchError, FetchSettings, fetch
 from embinit.io import sha256_of
 
 REL = "glue/SST-2/dev.tsv"

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import load_default_config
-from embinit import fetch as fetch_module
-from embinit.fetch import ChecksumError, FetchError, FetchSettings, fetch
+from embinit.data import fetch as fetch_module
+from embinit.data.fetch import ChecksumError, FetchError, FetchSettings, fetch
 from embinit.io import sha256_of
 
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from embinit import initializers as ini
-from embinit.initializers import display_name, fingerprint, initialize, initialize_file, mean_std, xavier
+from embinit.layers import initializers as ini
+from embinit.layers.initializers import display_name, fingerprint, initialize, initialize_file, mean_std, xavier
 
 SHAPE = (200, 30)
 
@@ -157,7 +157,7 @@ def test_every_declared_mode_is_implemented(pretrained):
 
 
 def test_only_xavier_ignores_the_pretrained_matrix():
-    from embinit.initializers import INITIALIZERS, reads_pretrained
+    from embinit.layers.initializers import INITIALIZERS, reads_pretrained
 
     assert [name for name in INITIALIZERS if not reads_pretrained(name)] == ["Xavier"]
     rng_seed, shape = 3, (7, 5)

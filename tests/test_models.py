@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from conftest import REPO, SHARED_DATA, needs_shared
-from embinit.batching import TranslationData, pad
+from embinit.training.batching import TranslationData, pad
 from embinit.config import heads_for
 from closed_forms import classifier_parameters, translator_parameters
 from embinit.models import Classifier, ModelConfig, Translator
-from embinit.posenc import sinusoidal_table
-from embinit.vocab import BOS, EOS, PAD
+from embinit.layers.position_table import sinusoidal_table
+from embinit.data.vocab import BOS, EOS, PAD
 
 SMALL = dict(heads=2, ffn_dim=24, layers=2, dropout=0.1, max_len=32)
 
@@ -159,8 +159,8 @@ def test_generate_stops_at_eos_and_pads_finished_sentences():
 @needs_shared
 def test_cached_generate_equals_the_uncached_decoder_on_real_multi30k_ids(tmp_path):
     """Real German sentences (Multi30k val) as ids of their own spaCy vocabulary, a D = 300 model."""
-    from embinit.prepare import prepare
-    from embinit.vocab import build, load_tokenizer
+    from embinit.data.prepare import prepare
+    from embinit.data.vocab import build, load_tokenizer
 
     raw = SHARED_DATA / "multi30k" / "task1" / "raw"
     files = {

@@ -1,4 +1,4 @@
-"""embinit.paper_comparison: the paper's Markdown tables, their match with our table CSVs, the findings."""
+"""embinit.reports.comparison: the paper's Markdown tables, their match with our table CSVs, the findings."""
 
 import json
 
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG
-from embinit import paper_comparison as pc
-from embinit import stats, tables
-from embinit.analogy import TRANSFORMS
+from embinit.reports import comparison as pc
+from embinit.reports import statistics as stats, tables
+from embinit.reports.analogy import TRANSFORMS
 
 PAPER = REPO / "resources" / "paper_tables.md"
 SST2_GLOVE = {"Xavier": [0.80, 0.82], "Pretrained": [0.70, 0.72], "Pretrained_Xavier": [0.81, 0.83]}

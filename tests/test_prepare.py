@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from conftest import DE, EN, write_gz_lines, write_tsv
-from embinit.prepare import DataError, prepare
+from embinit.data.prepare import DataError, prepare
 
 
 def _multi30k_files(root, en=EN, de=DE):

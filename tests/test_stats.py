@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from conftest import load_default_config
-from embinit.posenc import sinusoidal_table
-from embinit.stats import matrix_stats, write_stats_table, write_table6
+from embinit.layers.position_table import sinusoidal_table
+from embinit.reports.statistics import matrix_stats, write_stats_table, write_table6
 
 
 def test_matrix_stats():

@@ -1,4 +1,4 @@
-"""embinit.tables on fabricated runs: aggregation, formatting, sources, paired statistics, layouts, Figure 1."""
+"""embinit.reports.tables on fabricated runs: aggregation, formatting, sources, paired statistics, layouts, Figure 1."""
 
 import json
 
@@ -9,7 +9,7 @@ from scipy import stats
 
 from conftest import STAND_IN
 from conftest import TABLES_CONFIG as CONFIG
-from embinit import tables
+from embinit.reports import tables
 
 TASKS = {"sst2": "classification", "mnli": "classification", "multi30k": "translation"}
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embinit.batching import pad
+from embinit.training.batching import pad
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.models.loss import linear_cross_entropy
-from embinit.train import adam, autocast, batch_loss
-from embinit.vocab import BOS, EOS, PAD
+from embinit.training.loop import adam, autocast, batch_loss
+from embinit.data.vocab import BOS, EOS, PAD
 
 ADAM = {"adam_betas": [0.9, 0.98], "adam_eps": 1e-9}
 CPU = torch.device("cpu")

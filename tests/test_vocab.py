@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from conftest import DE, EN
-from embinit.vocab import BOS, EOS, SPECIALS, UNK, build, build_vocab, encode, load_tokenizer, make_detokenizer
+from embinit.data.vocab import BOS, EOS, SPECIALS, UNK, build, build_vocab, encode, load_tokenizer, make_detokenizer
 
 
 def _tiny_wordpiece(path, lowercase=True):
@@ -129,7 +129,7 @@ def _sentencepiece(tmp_path):
 @pytest.mark.parametrize("kind", ["spacy", "wordpiece", "sentencepiece"])
 def test_reference_tokens_are_what_a_perfect_translation_decodes_to(tmp_path, kind):
     """Paper BLEU compares vocabulary tokens with `ref_tokens`: a perfect translation must score 100."""
-    from embinit.train import paper_bleu
+    from embinit.training.loop import paper_bleu
 
     if kind == "spacy":
         decoder = load_tokenizer("spacy", "en")

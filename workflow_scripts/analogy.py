@@ -1,4 +1,4 @@
-"""Snakemake `script:` for Table 4 and its sensitivity table (rule table4 / table4_sensitivity), embinit.analogy.
+"""Snakemake `script:` for Table 4 and its sensitivity table (rule table4 / table4_sensitivity), embinit.reports.analogy.
 
 Expects:
   snakemake.input.vectors    results/<block>/pretrained_<side>.npy  (block, side = config table4.block/.side)
@@ -9,7 +9,7 @@ Expects:
                              blocks, sources
 """
 
-from embinit.analogy import table4, table4_sensitivity
+from embinit.reports.analogy import table4, table4_sensitivity
 
 write = {"table4": table4, "table4_sensitivity": table4_sensitivity}[snakemake.rule]  # noqa: F821
 inp = snakemake.input  # noqa: F821

@@ -1,8 +1,8 @@
-"""Snakemake script: tokenize one task's splits and build each side's vocabulary (embinit.vocab)."""
+"""Snakemake script: tokenize one task's splits and build each side's vocabulary (embinit.data.vocab)."""
 
 import logging
 
-from embinit.vocab import build, load_tokenizer
+from embinit.data.vocab import build, load_tokenizer
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 p, out = snakemake.params, snakemake.output

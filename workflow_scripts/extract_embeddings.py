@@ -1,4 +1,4 @@
-"""Snakemake script: the pre-trained matrix of one block side (embinit.embeddings.extract).
+"""Snakemake script: the pre-trained matrix of one block side (embinit.layers.pretrained.extract).
 
 input:  vocab (vocabulary parquet) + one named input per file role of the source (vectors / index / weights /
         tokenizer), e.g. input.weights
@@ -9,7 +9,7 @@ log:    one file; the match report is logged there
 
 import logging
 
-from embinit.embeddings import extract
+from embinit.layers.pretrained import extract
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 files = {role: path for role, path in snakemake.input.items() if role != "vocab"}

@@ -5,7 +5,7 @@ A failure is logged as its one-line message before the job fails, so Snakemake's
 
 import logging
 
-from embinit.fetch import fetch
+from embinit.data.fetch import fetch
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 try:

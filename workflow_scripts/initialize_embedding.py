@@ -1,13 +1,13 @@
-"""Snakemake script: the embedding layer one run starts from (embinit.initializers.initialize_file).
+"""Snakemake script: the embedding layer one run starts from (embinit.layers.initializers.initialize_file).
 
 input:  vocab (vocabulary parquet: N = its rows), pretrained (pretrained_<side>.npy; leave it out when the side
         has no source: the layer is then Xavier)
 params: initializer (str), params (dict: config initializer_params entry), seed (int), dim (int: D),
-        side (str: mixed into the seed), fingerprint (str: embinit.initializers.fingerprint; only triggers reruns)
+        side (str: mixed into the seed), fingerprint (str: embinit.layers.initializers.fingerprint; only triggers reruns)
 output: npy (N x D float32)
 """
 
-from embinit.initializers import initialize_file
+from embinit.layers.initializers import initialize_file
 
 p = snakemake.params
 initialize_file(

@@ -1,4 +1,4 @@
-"""Snakemake `script:` for rule paper_comparison (embinit.paper_comparison).
+"""Snakemake `script:` for rule paper_comparison (embinit.reports.comparison).
 
 Expects:
   snakemake.input.paper_tables  the paper's tables as Markdown (config paper_comparison.paper_tables)
@@ -7,7 +7,7 @@ Expects:
   snakemake.output              named `csv` and `md`
 """
 
-from embinit.paper_comparison import paper_comparison
+from embinit.reports.comparison import paper_comparison
 
 paper_comparison(
     snakemake.params.results_dir,

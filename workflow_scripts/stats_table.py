@@ -1,4 +1,4 @@
-"""Snakemake script: a statistics table (embinit.stats), chosen by params.table.
+"""Snakemake script: a statistics table (embinit.reports.statistics), chosen by params.table.
 
 Tables 2 and 8: params.entries = list of dicts (block, task, family, initializer, path: one of the inputs).
 Table 6: inputs named by initializer (input.Xavier, input.Pretrained, input.Pretrained_Xavier, in row order);
@@ -6,7 +6,7 @@ Table 6: inputs named by initializer (input.Xavier, input.Pretrained, input.Pret
 output: csv, md
 """
 
-from embinit.stats import write_stats_table, write_table6
+from embinit.reports.statistics import write_stats_table, write_table6
 
 p, out = snakemake.params, snakemake.output
 if int(p.table) == 6:

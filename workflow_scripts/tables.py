@@ -1,4 +1,4 @@
-"""Snakemake `script:` for the paper's Tables 1, 3, 5, 7 and Figure 1 (embinit.tables).
+"""Snakemake `script:` for the paper's Tables 1, 3, 5, 7 and Figure 1 (embinit.reports.tables).
 
 Expects:
   snakemake.input         final.json paths, results/<block>/<init>/seed<k>/<variant>/final.json (other inputs,
@@ -8,7 +8,7 @@ Expects:
   snakemake.config        the pipeline config (blocks, sources, initializers, variants, table3, figure1)
 """
 
-from embinit import tables
+from embinit.reports import tables
 
 TABLES = {"1": tables.table1, "3": tables.table3, "5": tables.table5, "7": tables.table7}
 

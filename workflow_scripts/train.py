@@ -1,4 +1,4 @@
-"""Snakemake script: train and score one run (embinit.train.train_run); see train_run for the spec keys.
+"""Snakemake script: train and score one run (embinit.training.loop.train_run); see train_run for the spec keys.
 
 input:  train, valid, test (tokenized parquet; SST-2 has no test), emb_encoder, emb_decoder (translation),
         vocab_encoder, vocab_decoder, tokenizer_file (sub-word blocks only)
@@ -9,8 +9,8 @@ output: final (final.json), metrics (metrics.parquet), in the run directory; log
 
 from pathlib import Path
 
-from embinit.train import train_run
-from embinit.vocab import make_detokenizer
+from embinit.training.loop import train_run
+from embinit.data.vocab import make_detokenizer
 
 inp = snakemake.input  # noqa: F821
 spec = dict(

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from embinit.models.config import ModelConfig
 from embinit.models.position import POSITION_ENCODINGS
-from embinit.vocab import PAD
+from embinit.data.vocab import PAD
 
 
 class Dropout(nn.Module):

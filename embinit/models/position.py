@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from embinit.posenc import sinusoidal_table
+from embinit.layers.position_table import sinusoidal_table
 
 POSITION_ENCODINGS: dict[str, type[nn.Module]] = {}
 

@@ -13,7 +13,7 @@ import torch.nn as nn
 from embinit.models.config import ModelConfig
 from embinit.models.layers import DecoderLayer, Encoder, LayerCache, TokenInput, xavier_init
 from embinit.models.loss import linear_cross_entropy
-from embinit.vocab import BOS, EOS, PAD
+from embinit.data.vocab import BOS, EOS, PAD
 
 
 class Translator(nn.Module):

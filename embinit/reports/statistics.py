@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from embinit.initializers import display_name, mean_std
+from embinit.layers.initializers import display_name, mean_std
 from embinit.io import atomic_path, write_text_atomic
-from embinit.posenc import sinusoidal_table
+from embinit.layers.position_table import sinusoidal_table
 
 TASK_DISPLAY = {"sst2": "SST2", "mnli": "MNLI", "multi30k": "Multi30k", "iwslt2017": "IWSLT2017"}
 

@@ -17,6 +17,7 @@ grew, with everything else identical, continues its finished checkpoint.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import importlib
@@ -37,10 +38,10 @@ import torch.nn as nn
 from sacrebleu.metrics import BLEU
 from tqdm import tqdm
 
-from embinit.batching import BucketBatchSampler, load_dataset, sorted_batches
+from embinit.training.batching import BucketBatchSampler, load_dataset, sorted_batches
 from embinit.io import atomic_path, sha256_of, write_text_atomic
 from embinit.models import Classifier, ModelConfig, Translator
-from embinit.vocab import BOS, EOS, PAD, SPECIALS
+from embinit.data.vocab import BOS, EOS, PAD, SPECIALS
 
 log = logging.getLogger(__name__)
 
@@ -280,14 +281,27 @@ def input_files(spec: dict) -> dict[str, str]:
 
 
 def training_modules() -> list:
-    """The code a run's result depends on: this module, batching, and every module of embinit.models."""
+    """The code a run's result depends on: every module of embinit.training and embinit.models, and every
+    embinit module those import (position tables, vocabulary specials, ...), followed through their imports."""
     import embinit.models
-    from embinit import batching
+    import embinit.training
 
-    models = [
-        importlib.import_module(f"embinit.models.{m.name}") for m in pkgutil.iter_modules(embinit.models.__path__)
+    names = [p.__name__ for p in (embinit.training, embinit.models)]
+    names += [
+        f"{p.__name__}.{m.name}" for p in (embinit.training, embinit.models) for m in pkgutil.iter_modules(p.__path__)
     ]
-    return [sys.modules[__name__], batching, embinit.models, *models]
+    found = {}
+    while names:
+        name = names.pop()
+        if name in found:
+            continue
+        found[name] = importlib.import_module(name)
+        for node in ast.walk(ast.parse(inspect.getsource(found[name]))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("embinit"):
+                names.append(node.module)
+            elif isinstance(node, ast.Import):
+                names += [alias.name for alias in node.names if alias.name.startswith("embinit")]
+    return [found[name] for name in sorted(found)]
 
 
 def code_digest() -> str:

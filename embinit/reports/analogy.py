@@ -20,10 +20,10 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from embinit.initializers import mean_std, pretrained_xavier, xavier
-from embinit.posenc import sinusoidal_table
-from embinit.tables import markdown_table, write_csv_md
-from embinit.vocab import SPECIALS
+from embinit.layers.initializers import mean_std, pretrained_xavier, xavier
+from embinit.layers.position_table import sinusoidal_table
+from embinit.reports.tables import markdown_table, write_csv_md
+from embinit.data.vocab import SPECIALS
 
 POS_ENC_MODES = ("model_input", "unscaled")
 

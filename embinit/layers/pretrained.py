@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from embinit.initializers import mean_std, xavier_bound
+from embinit.layers.initializers import mean_std, xavier_bound
 from embinit.io import atomic_path
 
 log = logging.getLogger(__name__)

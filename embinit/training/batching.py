@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embinit.vocab import PAD
+from embinit.data.vocab import PAD
 
 
 def truncate(ids: np.ndarray, max_len: int) -> np.ndarray:

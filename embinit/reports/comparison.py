@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from embinit.tables import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
+from embinit.reports.tables import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
 
 COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "source"]
 KEY_HEADERS = {"block", "init", "task", "source", "transformation", "layer"}  # a paper row's name, not numbers

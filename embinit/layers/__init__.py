@@ -1,0 +1,1 @@
+"""Stage 2, embedding layers (rules/layers.smk): pre-trained matrices per vocabulary, initialized layers."""
