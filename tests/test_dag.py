@@ -32,7 +32,7 @@ def planned_jobs(dry_run_stdout: str) -> list[str]:
 def test_the_paper_grid_plans_the_recorded_jobs(tmp_path):
     """Run from an empty directory with the default config, so every job of the grid is planned."""
     proc = run_snakemake([*TARGETS, "-n", "--cores", "1"], cwd=tmp_path)
-    jobs = planned_jobs(proc.stdout)
+    jobs = planned_jobs(proc.stdout.replace(str(REPO), "<repo>"))  # the same record in any checkout
     assert len(jobs) > 600, proc.stdout[-2000:]
     if os.environ.get("EMBINIT_RECORD_DAG") == "1":
         RECORD.write_text("".join(f"{j}\n" for j in jobs), encoding="utf-8")
