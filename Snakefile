@@ -1,5 +1,5 @@
 # Reproduction of "On Initializing Transformers with Pre-trained Embeddings" (arXiv 2407.12514).
-# Stages: download -> prepare (splits, vocabularies) -> embeddings (extract, initialize) -> train -> tables.
+# Stages, each a folder of embinit/ and a rule file (docs/design.md): data -> layers -> (models) training -> reports.
 from snakemake.utils import min_version
 
 from embinit.config import check, load, validate
@@ -22,19 +22,17 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
-include: "rules/download.smk"
-include: "rules/prepare.smk"
-include: "rules/embeddings.smk"
-include: "rules/train.smk"
-include: "rules/analogy.smk"
-include: "rules/tables.smk"
-include: "rules/comparison.smk"
+include: "rules/data.smk"
+include: "rules/layers.smk"
+include: "rules/training.smk"
+include: "rules/reports.smk"
 
 
 rule all:
-    """The outputs config `outputs` names, for the configured run_blocks."""
+    """The outputs config `outputs` names (all tables and the figure, by default) for the configured run_blocks."""
     input:
-        rules.paper.input,
+        [output_path(name) for name in config["outputs"]],
+    localrule: True
 
 
 rule vocabularies:

@@ -1,6 +1,6 @@
 """GPU-hours of the paper's full grid, estimated on paper, with one training job per GPU and with k packed.
 
-Runs: the training jobs that `snakemake paper -n` plans for config.yaml (every block, initializer, seed and
+Runs: the training jobs that `snakemake -n` (target `all`) plans for config.yaml (every block, initializer, seed and
 Table 3 variant). Time per run: its epochs x the paper's Table 5 minutes per epoch (training time on the
 paper's GPU). Packing: the work of one run is measured in FLOPs (FlopCounterMode on the Multi30k GloVe
 translator, D = 300, over Multi30k-like batches of 64), which with the paper's 1 minute per epoch gives the
@@ -26,7 +26,7 @@ from embinit.training.batching import BucketBatchSampler, TranslationData
 from embinit.config import load
 from embinit.models import ModelConfig, Translator
 from embinit.reports.comparison import paper_source, read_paper_tables
-from embinit.reports.tables import TASK_DISPLAY
+from embinit.reports.format import TASK_DISPLAY
 from train_step import step_flops
 from train_throughput import BATCH, MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
 
@@ -34,9 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def planned_runs() -> Counter:
-    """Training runs per block in the full grid, from a dry run of the `paper` target."""
+    """Training runs per block in the full grid, from a dry run of the default target `all`."""
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "paper", "-n", "--cores", "1"],
+        [sys.executable, "-m", "snakemake", "all", "-n", "--cores", "1"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -45,7 +45,7 @@ def planned_runs() -> Counter:
     outputs = "\n".join(line for line in proc.stdout.splitlines() if line.strip().startswith("output:"))
     runs = Counter(re.findall(r"results/([^/\s,]+)/[^/\s,]+/seed\d+/[^/\s,]+/final\.json", outputs))
     if not runs:
-        raise SystemExit("the dry run of `paper` planned no training runs")
+        raise SystemExit("the dry run of `all` planned no training runs")
     return runs
 
 

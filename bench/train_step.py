@@ -1,6 +1,6 @@
 """Training step: the pipeline's step against the step it replaced, on the Multi30k translator.
 
-new: embinit.training.loop (Translator.loss: output projection fused with the cross-entropy over real tokens only;
+new: embinit.training.epoch (Translator.loss: output projection fused with the cross-entropy over real tokens only;
      attention weights with the cheap CPU dropout mask; fused Adam).
 old: the step before, kept here as the baseline: full (B, T, N) logits and F.cross_entropy with
      ignore_index, SDPA's own attention dropout (bernoulli_), the previous layer-dropout multiply, and
@@ -31,7 +31,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from embinit.training.batching import BucketBatchSampler, TranslationData
 from embinit.models import ModelConfig, Translator
 from embinit.models.layers import Dropout, MultiHeadAttention
-from embinit.training.loop import adam, batch_loss, train_epoch
+from embinit.training.epoch import adam, batch_loss, train_epoch
 from embinit.data.vocab import PAD
 from train_throughput import BATCH, MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import secrets
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -38,3 +40,38 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 def sha256_of(path: str | os.PathLike) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+@contextlib.contextmanager
+def job_log(path: str | os.PathLike) -> Iterator[None]:
+    """Send the block's Python logging (INFO and up), warnings and stdout/stderr to the file `path` (appended).
+
+    For a Snakemake script: `with job_log(snakemake.log[0]): ...`. Warnings keep the active filters and are
+    logged as the `py.warnings` logger's. An exception escaping the block is logged with its traceback before it
+    propagates, so the log file says why the job failed. Logging, warnings and streams are restored after.
+    """
+
+    def log_warning(message, category, filename, lineno, file=None, line=None) -> None:
+        text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
+        logging.getLogger("py.warnings").warning(text)
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    with open(path, "a", encoding="utf-8", buffering=1) as stream:
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        level = root.level
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+                warnings.showwarning = log_warning  # catch_warnings restores the previous one
+                try:
+                    yield
+                except Exception:
+                    logging.getLogger(__name__).exception("failed")
+                    raise
+        finally:
+            root.removeHandler(handler)
+            root.setLevel(level)

@@ -124,3 +124,19 @@ TABLES_CONFIG = {  # a config for embinit.reports.tables / paper_comparison on f
     },  # the paper's row order
     "figure1": {"blocks": ["multi30k_glove6b50d"], "initializers": ["Xavier", "Pretrained"]},
 }
+
+
+def md_rows(markdown: str) -> list[list[str]]:
+    """The cells of every pipe-table row of a Markdown text (header rows included, alignment rows left out),
+    stripped of the padding the writer adds."""
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in markdown.splitlines()
+        if line.startswith("|") and not set(line.strip()) <= set("|-: ")
+    ]
+
+
+def md_has_row(markdown: str, *cells: str) -> bool:
+    """Whether some table row of `markdown` holds `cells` as consecutive cells."""
+    n = len(cells)
+    return any(list(cells) == row[i : i + n] for row in md_rows(markdown) for i in range(len(row) - n + 1))

@@ -29,6 +29,10 @@ def planned_jobs(dry_run_stdout: str) -> list[str]:
     return sorted("\t".join(j.get(k, "") for k in ("rule", "wildcards", "input", "output", "log")) for j in jobs)
 
 
+def _first(jobs: list[str]) -> str:
+    return "\n  ".join(job[:300] for job in jobs[:3])
+
+
 def test_the_paper_grid_plans_the_recorded_jobs(tmp_path):
     """Run from an empty directory with the default config, so every job of the grid is planned."""
     proc = run_snakemake([*TARGETS, "-n", "--cores", "1"], cwd=tmp_path)
@@ -39,6 +43,6 @@ def test_the_paper_grid_plans_the_recorded_jobs(tmp_path):
     recorded = RECORD.read_text(encoding="utf-8").splitlines()
     added, removed = sorted(set(jobs) - set(recorded)), sorted(set(recorded) - set(jobs))
     assert not added and not removed, (
-        f"{len(added)} job(s) planned but not recorded, e.g. {added[:3]}; "
-        f"{len(removed)} recorded but not planned, e.g. {removed[:3]}"
+        f"{len(added)} job(s) planned but not recorded, e.g.\n  {_first(added)}\n"
+        f"{len(removed)} recorded but not planned, e.g.\n  {_first(removed)}"
     )

@@ -97,7 +97,7 @@ def test_files_same_seed_identical_other_seed_or_side_different(tmp_path, pretra
 
     def write(out, seed, side="encoder"):
         initialize_file(
-            name, str(tmp_path / "pretrained.npy"), str(vocab), SHAPE[1], seed, {}, str(tmp_path / out), stream=side
+            name, str(tmp_path / "pretrained.npy"), str(vocab), SHAPE[1], seed, {}, str(tmp_path / out), side=side
         )
         return (tmp_path / out).read_bytes()
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG
+from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row
 from embinit.reports import comparison as pc
 from embinit.reports import statistics as stats, tables
 from embinit.reports.analogy import TRANSFORMS
@@ -99,7 +99,7 @@ def run(block, init, seed, variant="base", **metrics):
 
 
 def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALOGY):
-    """Our Tables 1-5 in their real layout, built by embinit's own writers from fabricated runs and layers."""
+    """Our Tables 1-6 in their real layout, built by embinit's own writers from fabricated runs and layers."""
     runs = [
         run(block, i, s, best_valid_acc=a)
         for block, accs in (("sst2_glove6b50d", sst2_glove), ("sst2_bert", sst2_bert))
@@ -149,6 +149,8 @@ def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALO
                 }
             )
     stats.write_stats_table(entries, out / "table2.csv", out / "table2.md")
+    layers = {e["initializer"]: e["path"] for e in entries if e["block"] == "multi30k_glove6b50d"}
+    stats.write_table6(layers, "GloVe", STAND_IN, 64, 10000, out / "table6.csv", out / "table6.md")
 
     table4 = pd.DataFrame({"transformation": list(TRANSFORMS), "accuracy": [analogy[t] for t in TRANSFORMS]})
     table4 = table4.assign(correct=(table4.accuracy * 1631).round().astype(int), applicable=1631, total=19544)
@@ -157,7 +159,17 @@ def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALO
     ):
         table4.insert(i, column, value)
     table4.to_csv(out / "table4.csv", index=False)
+    table4.assign(pos_rows=64).to_csv(out / "table4_sensitivity.csv", index=False)  # not a paper table: ignored
     return out
+
+
+def csvs(out):
+    """Every table*.csv of a results directory, as the rule lists the tables it gives."""
+    return sorted(out.glob("table*.csv"))
+
+
+def compare(out, csv_name="paper_comparison.csv", md_name="paper_comparison.md"):
+    return pc.paper_comparison(csvs(out), PAPER, out / csv_name, out / md_name)
 
 
 def cell(frame, table, row, column):
@@ -168,7 +180,7 @@ def cell(frame, table, row, column):
 
 def test_our_tables_match_the_papers_rows_and_columns(tmp_path):
     out = write_results(tmp_path)
-    result = pc.paper_comparison(out, PAPER)
+    result = compare(out)
     csv = pd.read_csv(out / "paper_comparison.csv", keep_default_na=False, na_values=[""])
     assert list(csv.columns) == pc.COLUMNS == list(result.columns)
     assert csv.paper.notna().all() and csv.ours.notna().all()
@@ -193,23 +205,46 @@ def test_our_tables_match_the_papers_rows_and_columns(tmp_path):
     assert cell(csv, 4, "GloVe & (Pos. Enc. x sigma_p / sigma_x)", "correct").ours == round(0.04 * 1631)
     assert cell(csv, 5, "Multi30k / GloVe", "vocab dec").ours == 5893
     assert cell(csv, 5, "SST2 / BERT", "min/epoch").ours == 1.5
-    assert set(csv.table) == {1, 2, 3, 4, 5}
+    glove = cell(csv, 6, "GloVe scaled", "sigma")  # our row "GloVe scaled", its source in the CSV's column
+    assert glove.source == "glove6b50d (stand-in for GloVe 840B)" and glove.paper == 6.39
+    assert cell(csv, 6, "Pretrained_Xavier", "max").source == "glove6b50d (stand-in for GloVe 840B)"
+    assert pd.isna(cell(csv, 6, "Xavier scaled", "sigma").source) and pd.isna(
+        cell(csv, 6, "Pos. Encoding", "max").source
+    )
+    assert set(csv.table) == {1, 2, 3, 4, 5, 6}
 
     md = (out / "paper_comparison.md").read_text()
-    assert all(f"Table {n}: {out / f'table{n}.csv'} is missing; skipped." in md for n in (6, 7, 8))
-    assert f"{len(csv)} cells with both values" in md and "| GloVe / Xavier | SST2 acc | 82.7 | 81 | 2 |" in md
+    assert all(f"Table {n}: not among our tables; skipped." in md for n in (7, 8))
+    assert "Table 6: not among" not in md
+    assert f"{len(csv)} cells with both values" in md and md_has_row(
+        md, "GloVe / Xavier", "SST2 acc", "82.7", "81", "2"
+    )
     assert f"The paper's numbers ({PAPER.name})" in md and str(PAPER.parent) not in md  # no machine's path
+    assert "ours (table1.csv, table2.csv, table3.csv, table4.csv, table5.csv, table6.csv)" in md
+    assert str(out) not in md
+
+
+def test_reads_exactly_the_tables_it_is_given(tmp_path):
+    out = write_results(tmp_path)
+    given = [out / "table1.csv", out / "table4_sensitivity.csv", out / "table5.csv"]
+    table = pc.paper_comparison(given, PAPER, tmp_path / "c.csv", tmp_path / "c.md")
+    assert set(table.table) == {1, 5}
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "table1.csv").write_bytes((out / "table1.csv").read_bytes())
+    with pytest.raises(ValueError, match="Table 1 is given twice"):
+        pc.paper_comparison([out / "table1.csv", other / "table1.csv"], PAPER, tmp_path / "c.csv", tmp_path / "c.md")
 
 
 def test_table5_with_the_older_minutes_column(tmp_path):
     out = write_results(tmp_path)
     old = pd.read_csv(out / "table5.csv").rename(columns={"train_minutes_per_epoch": "minutes_per_epoch"})
     old.to_csv(out / "table5.csv", index=False)
-    assert cell(pc.paper_comparison(out, PAPER), 5, "Multi30k / GloVe", "min/epoch").ours == 1.5
+    assert cell(compare(out), 5, "Multi30k / GloVe", "min/epoch").ours == 1.5
 
 
 def verdicts(out) -> dict[str, str]:
-    paper, (ours, _) = pc.read_paper_tables(PAPER), pc.our_cells(out)
+    paper, (ours, _) = pc.read_paper_tables(PAPER), pc.our_cells(csvs(out))
     checks = pc.findings(paper, ours)
     return {f: pc.verdict([c for c in checks if c.finding == f]) for f in pc.FINDINGS}
 
@@ -233,7 +268,7 @@ def test_the_findings_follow_our_numbers(tmp_path):
 
     out = write_results(tmp_path / "c", analogy={**ANALOGY, "GloVe & Pos. Enc.": 0.05})
     assert verdicts(out)["F2"] == "does not hold (5 of 6 cells hold)"
-    failed = [c.cell for c in pc.findings(pc.read_paper_tables(PAPER), pc.our_cells(out)[0]) if c.holds is False]
+    failed = [c.cell for c in pc.findings(pc.read_paper_tables(PAPER), pc.our_cells(csvs(out))[0]) if c.holds is False]
     assert failed == ["Table 4 GloVe & Pos. Enc."]
 
 
@@ -242,14 +277,28 @@ def test_a_finding_without_our_cells_is_not_measured(tmp_path):
     for n in (1, 2, 3, 4):
         (out / f"table{n}.csv").unlink()
     assert set(verdicts(out).values()) == {"not measured here"}
-    pc.paper_comparison(out, PAPER)
+    compare(out)
     assert "**F1: not measured here.**" in (out / "paper_comparison.md").read_text()
 
 
 def test_committed_offline_results(tmp_path):
     results = REPO / "results" / "offline-cpu"
-    table = pc.paper_comparison(results, PAPER, tmp_path / "c.csv", tmp_path / "c.md")
+    table = pc.paper_comparison(csvs(results), PAPER, tmp_path / "c.csv", tmp_path / "c.md")
     assert len(table) >= 20 and table.paper.notna().all() and table.ours.notna().all()
     assert table.source.str.contains("stand-in").any()
     assert {1, 2, 3, 4}.issubset(set(table.table))
     assert "## What holds" in (tmp_path / "c.md").read_text()
+
+
+def test_table6_of_an_older_version_carries_the_source_in_its_labels(tmp_path):
+    """Before rows were labelled by family, Table 6 printed the source's display in the label; both read alike."""
+    out = write_results(tmp_path)
+    new = pd.read_csv(out / "table6.csv")
+    old = new.drop(columns="source_display").assign(layer=new.layer.str.replace("GloVe", STAND_IN, regex=False))
+    old.to_csv(out / "table6.csv", index=False)
+    assert old.layer.iloc[4] == f"{STAND_IN}_Xavier"
+    before = compare(out, "c.csv", "c.md")
+    new.to_csv(out / "table6.csv", index=False)
+    after = compare(out, "c.csv", "c.md")
+    assert (before.table == 6).sum() == 7 * 4
+    pd.testing.assert_frame_equal(before, after)

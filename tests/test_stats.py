@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import load_default_config
+from conftest import STAND_IN, load_default_config, md_rows
 from embinit.layers.position_table import sinusoidal_table
 from embinit.reports.statistics import matrix_stats, write_stats_table, write_table6
 
@@ -48,18 +48,20 @@ def test_table2_layout(tmp_path):
     b = np.load(paths["b"])
     assert csv.loc[1, ["min", "max"]].tolist() == [float(b.min()), float(b.max())]
     assert csv.loc[1, "sigma"] == pytest.approx(b.astype(np.float64).std(ddof=1))
-    md = (tmp_path / "out" / "table2.md").read_text().splitlines()
-    assert md[0] == (
-        "| Family | Initialization | SST2 Range (min, max) | SST2 Mean (sigma) "
-        "| Multi30k Range (min, max) | Multi30k Mean (sigma) |"
-    )
-    assert [row.split(" | ")[:2] for row in md[2:]] == [
-        ["| GloVe", "Xavier"],
-        ["| GloVe", "GloVe_Xavier"],
-        ["| BERT", "Xavier"],
+    md = md_rows((tmp_path / "out" / "table2.md").read_text())
+    assert md[0] == [
+        "Family",
+        "Initialization",
+        "SST2 Range (min, max)",
+        "SST2 Mean (sigma)",
+        "Multi30k Range (min, max)",
+        "Multi30k Mean (sigma)",
     ]
-    assert md[3].endswith("| - | - |")  # GloVe_Xavier has no Multi30k layer here
-    assert f"({b.min():.4f}, {b.max():.4f})" in md[3]
+    assert [row[:2] for row in md[1:]] == [["GloVe", "Xavier"], ["GloVe", "GloVe_Xavier"], ["BERT", "Xavier"]]
+    assert md[2][-2:] == ["-", "-"]  # GloVe_Xavier has no Multi30k layer here
+    assert md[2][2] == f"({b.min():.4f}, {b.max():.4f})"
+    lines = (tmp_path / "out" / "table2.md").read_text().splitlines()
+    assert lines[1].startswith("|:") and lines[1].count("|") == 7  # a pipe table; text columns left-aligned
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["table2.csv", "table2.md"]
 
 
@@ -73,21 +75,14 @@ def test_table8_layout_names(tmp_path):
         "path": paths["a"],
     }
     write_stats_table([entry], str(tmp_path / "table8.csv"), str(tmp_path / "table8.md"))
-    assert "| BERT | Xavier_BERT |" in (tmp_path / "table8.md").read_text()
+    assert md_rows((tmp_path / "table8.md").read_text())[1][:2] == ["BERT", "Xavier_BERT"]
 
 
 def test_table6(tmp_path):
     paths = _layers(tmp_path, ["Xavier", "Pretrained", "Pretrained_Xavier"])
-    table = write_table6(paths, "GloVe", 50, 10000, str(tmp_path / "table6.csv"), str(tmp_path / "table6.md"))
-    assert table["layer"].tolist() == [
-        "Xavier",
-        "Xavier scaled",
-        "GloVe",
-        "GloVe scaled",
-        "GloVe_Xavier",
-        "GloVe_Xavier scaled",
-        "Position encoding",
-    ]
+    table = write_table6(paths, "GloVe", STAND_IN, 50, 10000, str(tmp_path / "table6.csv"), str(tmp_path / "table6.md"))
+    labels = ["Xavier", "Xavier scaled", "GloVe", "GloVe scaled", "GloVe_Xavier", "GloVe_Xavier scaled"]
+    assert table["layer"].tolist() == [*labels, "Position encoding"]  # labelled by family, as Tables 2 and 8
     plain, scaled = table.iloc[2], table.iloc[3]
     for key in ("min", "max", "mean", "sigma"):
         assert scaled[key] == pytest.approx(plain[key] * math.sqrt(8), rel=1e-6)
@@ -96,9 +91,20 @@ def test_table6(tmp_path):
     assert p[7, 2] == pytest.approx(math.sin(7 / 10000 ** (2 / 8)), abs=1e-6)
     assert p[7, 3] == pytest.approx(math.cos(7 / 10000 ** (2 / 8)), abs=1e-6)
     assert table.iloc[6][["min", "max"]].tolist() == [float(p.min()), float(p.max())]
-    md = (tmp_path / "table6.md").read_text().splitlines()
-    assert md[0] == "| Layer | Min | Max | Mean (sigma) |" and len(md) == 9
-    assert pd.read_csv(tmp_path / "table6.csv").columns.tolist() == ["layer", "min", "max", "mean", "sigma"]
+    text = (tmp_path / "table6.md").read_text()
+    md = md_rows(text)
+    assert md[0] == ["Layer", "Min", "Max", "Mean (sigma)"] and len(md) == 8
+    assert [row[0] for row in md[1:]] == [*labels, "Position encoding"]
+    assert f"Source of the GloVe rows: {STAND_IN}." in text  # the source actually used, in the note
+    csv = pd.read_csv(tmp_path / "table6.csv")
+    assert csv.columns.tolist() == ["layer", "min", "max", "mean", "sigma", "source_display"]
+    assert csv.source_display.fillna("").tolist() == ["", "", STAND_IN, STAND_IN, STAND_IN, STAND_IN, ""]
+
+
+def test_table6_family_names_the_rows(tmp_path):
+    paths = _layers(tmp_path, ["Xavier", "Pretrained_Xavier"])
+    table = write_table6(paths, "BERT", "BERT", 50, 10000, str(tmp_path / "t.csv"), str(tmp_path / "t.md"))
+    assert table["layer"].tolist()[2:4] == ["BERT_Xavier", "BERT_Xavier scaled"]
 
 
 def test_table6_position_encoding_has_pos_rows_rows(tmp_path):
@@ -107,7 +113,13 @@ def test_table6_position_encoding_has_pos_rows_rows(tmp_path):
     paths = _layers(tmp_path, ["Xavier", "Pretrained", "Pretrained_Xavier"], shape=(20, 300))
     rows = {
         n: write_table6(
-            paths, "GloVe", n, config["model"]["pos_base"], str(tmp_path / f"t{n}.csv"), str(tmp_path / f"t{n}.md")
+            paths,
+            "GloVe",
+            "GloVe",
+            n,
+            config["model"]["pos_base"],
+            str(tmp_path / f"t{n}.csv"),
+            str(tmp_path / f"t{n}.md"),
         ).iloc[6]
         for n in (config["table6"]["pos_rows"], 256)
     }

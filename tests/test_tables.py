@@ -1,4 +1,5 @@
-"""embinit.reports.tables on fabricated runs: aggregation, formatting, sources, paired statistics, layouts, Figure 1."""
+"""embinit.reports.tables and .figures on fabricated runs: aggregation, formatting, sources, paired statistics,
+layouts, Figure 1."""
 
 import json
 
@@ -7,9 +8,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import STAND_IN
+from conftest import STAND_IN, md_has_row, md_rows
 from conftest import TABLES_CONFIG as CONFIG
-from embinit.reports import tables
+from embinit.reports import figures, tables
+from embinit.reports.format import format_mean_std, markdown_table
 
 TASKS = {"sst2": "classification", "mnli": "classification", "multi30k": "translation"}
 
@@ -103,16 +105,28 @@ def test_mean_std_n_seeds_and_epoch(tmp_path):
 
 
 def test_format_mean_std():
-    assert tables.format_mean_std(37.2999, 0.4449) == "37.3 (0.4)"
-    assert tables.format_mean_std(37.3, np.nan) == "37.3"  # one seed: no std
-    assert tables.format_mean_std(np.nan, np.nan) == "-"
+    assert format_mean_std(37.2999, 0.4449) == "37.3 (0.4)"
+    assert format_mean_std(37.3, np.nan) == "37.3"  # one seed: no std
+    assert format_mean_std(np.nan, np.nan) == "-"
+
+
+def test_markdown_table_keeps_cells_and_aligns_numbers_right():
+    rows = [["**GloVe**", "", "", ""], ["GloVe", "50.0", "-", "2"], ["GloVe_Xavier", "51.0 (0.3)", "-1.5", "2 / 3"]]
+    md = markdown_table(["Embedding", "Acc (σ)", "Δ", "Epoch"], rows)
+    lines = md.splitlines()
+    assert md.endswith("\n") and len(lines) == 5
+    assert md_rows(md) == [["Embedding", "Acc (σ)", "Δ", "Epoch"], *rows]  # cells verbatim: "50.0" stays
+    aligns = [c.strip() for c in lines[1].strip("|").split("|")]
+    assert aligns[0].startswith(":") and not aligns[0].endswith(":")  # text: left
+    assert all(a.endswith(":") and not a.startswith(":") for a in aligns[1:])  # numbers: right
+    assert md_rows(markdown_table(["A", "B"], [])) == [["A", "B"]]
 
 
 def test_one_seed_has_blank_std(tmp_path):
     runs = save(tmp_path, [run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=0.5)])
     summary = tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
     assert np.isnan(summary["std"].iloc[0])
-    assert "| 50.0 |" in (tmp_path / "t1.md").read_text()
+    assert md_has_row((tmp_path / "t1.md").read_text(), "Xavier", "50.0")
 
 
 def test_stand_in_source_is_named_in_every_row(tmp_path):
@@ -130,12 +144,19 @@ def test_table1_and_table7_layout(tmp_path):
     tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
     tables.table7(runs, CONFIG, tmp_path / "t7.csv", tmp_path / "t7.md")
     t1, t7 = (tmp_path / "t1.md").read_text(), (tmp_path / "t7.md").read_text()
-    header = t1.splitlines()[4]
-    assert header.startswith(
-        "| Embedding | SST2 Acc (σ) | Epoch | MNLI Match (σ) | MNLI Mismatch (σ) | Epoch | Multi30k BLEU (σ) | Epoch |"
-    )
-    assert "| GloVe_Xavier | 86.0 (1.7) | 2.0 |" in t1
-    assert "Xavier_BERT" not in t1 and "| Xavier_BERT | 60.5 (0.7) | 61.0 (0.0) | 2.0 / 4.5 |" in t7
+    header = md_rows(t1)[0]
+    assert header[:8] == [
+        "Embedding",
+        "SST2 Acc (σ)",
+        "Epoch",
+        "MNLI Match (σ)",
+        "MNLI Mismatch (σ)",
+        "Epoch",
+        "Multi30k BLEU (σ)",
+        "Epoch",
+    ]
+    assert md_has_row(t1, "GloVe_Xavier", "86.0 (1.7)", "2.0")
+    assert "Xavier_BERT" not in t1 and md_has_row(t7, "Xavier_BERT", "60.5 (0.7)", "61.0 (0.0)", "2.0 / 4.5")
     assert set(pd.read_csv(tmp_path / "t7.csv").initializer) == {"Xavier_Pretrained"}
 
 
@@ -146,10 +167,31 @@ def test_compare_to_xavier_pairs_by_seed():
     d = np.array([2.0 - 2.0, 5.0 - 1.5, 3.0 - 1.0])
     assert out["n_pairs"] == 3 and out["diff_vs_xavier"] == pytest.approx(d.mean())
     assert out["p_paired_t"] == pytest.approx(stats.ttest_rel([2.0, 5.0, 3.0], [2.0, 1.5, 1.0]).pvalue)
-    assert out["ci_low"] <= out["diff_vs_xavier"] <= out["ci_high"]
+    assert d.min() <= out["ci_low"] <= out["diff_vs_xavier"] <= out["ci_high"] <= d.max()
     assert out == tables.compare_to_xavier(values, xavier)  # fixed RNG: deterministic
     one = tables.compare_to_xavier(pd.Series([2.0], index=[0]), xavier)
-    assert one["diff_vs_xavier"] == 0.0 and np.isnan([one["p_paired_t"], one["ci_low"], one["ci_high"]]).all()
+    assert one["diff_vs_xavier"] == 0.0 and one["n_pairs"] == 1
+    assert np.isnan([one["p_paired_t"], one["ci_low"], one["ci_high"]]).all()
+    none = tables.compare_to_xavier(pd.Series([2.0], index=[9]), xavier)
+    assert none["n_pairs"] == 0 and np.isnan(none["diff_vs_xavier"]) and np.isnan(none["ci_low"])
+
+
+def _ci(n_seeds, seed=0, n_boot=2000):
+    """The CI of a paired difference with per-seed differences drawn around 1.0 (same distribution for every n)."""
+    d = np.random.default_rng(42).normal(1.0, 0.5, size=n_seeds)
+    xavier = pd.Series(np.zeros(n_seeds))
+    return tables.compare_to_xavier(pd.Series(d), xavier, n_boot=n_boot, seed=seed)
+
+
+def test_bootstrap_ci_is_reproducible_contains_the_mean_and_narrows_with_more_seeds():
+    few, many = _ci(5), _ci(200)
+    for out in (few, many):
+        assert out["ci_low"] < out["diff_vs_xavier"] < out["ci_high"]
+    assert many["ci_high"] - many["ci_low"] < few["ci_high"] - few["ci_low"]
+    assert _ci(5, seed=3) == _ci(5, seed=3)  # same seed: the same CI
+    assert _ci(5, seed=3)["ci_low"] != _ci(5, seed=4)["ci_low"]  # the seed is the bootstrap's RNG
+    width = many["ci_high"] - many["ci_low"]
+    assert width == pytest.approx(2 * 1.96 * 0.5 / np.sqrt(200), rel=0.25)  # a 95% interval of a mean
 
 
 def test_table1_paired_columns(tmp_path):
@@ -215,10 +257,10 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
         "nopos_frozen": {"embedding_trainable": False, "pos_encoding": False},
     }
     md = (tmp_path / "t3.md").read_text()
-    assert "| GloVe_Xavier | no | no | 2.50 (5.0) | 22.0 (0.0) |" in md
-    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert md_has_row(md, "GloVe_Xavier", "no", "no", "2.50 (5.0)", "22.0 (0.0)")
+    rows = md_rows(md)
     assert len(rows) == 1 + 12
-    assert [r.split(" | ")[1:3] for r in rows[1:5]] == [["no", "no"], ["yes", "no"], ["no", "yes"], ["yes", "yes"]]
+    assert [r[1:3] for r in rows[1:5]] == [["no", "no"], ["yes", "no"], ["no", "yes"], ["yes", "yes"]]
 
 
 def test_table5_per_block(tmp_path):
@@ -227,7 +269,7 @@ def test_table5_per_block(tmp_path):
     assert (m30k.vocab_encoder, m30k.vocab_decoder, m30k.n_runs) == (100, 80, 8)
     assert m30k.train_minutes_per_epoch == pytest.approx(2.5)
     assert np.isnan(table.set_index("block").loc["sst2_glove6b50d"].vocab_decoder)
-    assert "| 100 / 80 |" in (tmp_path / "t5.md").read_text()
+    assert md_has_row((tmp_path / "t5.md").read_text(), "100 / 80")
     odd = save(
         tmp_path / "odd", [run("sst2_glove6b50d", "Xavier", 0, batch_size=64), run("sst2_glove6b50d", "Pretrained", 0)]
     )
@@ -237,14 +279,32 @@ def test_table5_per_block(tmp_path):
 
 def test_figure1_writes_png_and_curves(tmp_path):
     runs = grid(tmp_path)
-    for path, r in runs:
+    metrics = []
+    for path, r in runs:  # each run's curve in a file of its own name, not beside its final.json
+        metrics.append(tmp_path / "metrics" / f"{r['block']}_{r['initializer']}_{r['seed']}.parquet")
+        metrics[-1].parent.mkdir(exist_ok=True)
         if r["block"] == "multi30k_glove6b50d":
-            pd.DataFrame({"epoch": [1, 2, 3], "valid_paper_bleu": [1.0 + r["seed"], 2.0 + r["seed"], 3.0]}).to_parquet(
-                tables.Path(path).with_name("metrics.parquet")
-            )
-    curves = tables.figure1(runs, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
+            curve = [1.0 + r["seed"], 2.0 + r["seed"], 3.0]
+            pd.DataFrame({"epoch": [1, 2, 3], "valid_paper_bleu": curve}).to_parquet(metrics[-1])
+    curves = figures.figure1(runs, metrics, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
     assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     xavier = curves[curves.initializer == "Xavier"].set_index("epoch")
     assert xavier.valid_bleu_mean.tolist() == [2.5, 3.5, 3.0] and set(xavier.n_seeds) == {4}
     assert set(pd.read_csv(tmp_path / "fig.csv").label) == {"Xavier", "GloVe"}
     assert xavier.valid_bleu_std.iloc[0] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))  # the band's half-width
+
+
+def test_figure1_reads_the_metrics_files_it_is_given_in_run_order(tmp_path):
+    runs = [(p, r) for p, r in grid(tmp_path) if r["block"] == "multi30k_glove6b50d"]
+    metrics = []
+    for i, (_, r) in enumerate(runs):
+        metrics.append(tmp_path / f"m{i}.parquet")
+        pd.DataFrame({"epoch": [1], "valid_paper_bleu": [10.0 * i]}).to_parquet(metrics[-1])
+    curves = figures.figure1(runs, metrics, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
+    expected = {
+        init: np.mean([10.0 * i for i, (_, r) in enumerate(runs) if r["initializer"] == init])
+        for init in ("Xavier", "Pretrained")
+    }
+    assert curves.set_index("initializer").valid_bleu_mean.to_dict() == pytest.approx(expected)
+    with pytest.raises(ValueError, match="one per run"):
+        figures.figure1(runs, metrics[:-1], CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")

@@ -13,19 +13,36 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from embinit.training import loop as train
-from embinit.training.batching import BucketBatchSampler, TranslationData, truncate
 from closed_forms import translator_parameters
-from embinit.data.vocab import BOS, EOS, PAD, SPECIALS, UNK
+from embinit.data.vocab import (
+    BOS,
+    EOS,
+    PAD,
+    SPECIALS,
+    UNK,
+    References,
+    SpacyTokenizer,
+    load_detokenizer,
+    read_references,
+    write_detokenizer,
+    write_references,
+)
+from embinit.training import Placement, checkpoint, loop, scoring
+from embinit.training.batching import BucketBatchSampler, TranslationData, truncate
 
 TIMING = ["train_seconds", "valid_seconds", "tokens_per_second"]
 WORDS = 16
 DIM = 16
+CPU = Placement(device="cpu")
 
 
-def write_vocab(path, prefix):
+def train_run(spec, out_dir):
+    return loop.train_run(spec, out_dir, CPU)
+
+
+def vocab(prefix):
     tokens = list(SPECIALS) + [f"{prefix}{i}" for i in range(WORDS)]
-    pd.DataFrame(
+    return pd.DataFrame(
         {
             "index": range(len(tokens)),
             "token": tokens,
@@ -33,7 +50,7 @@ def write_vocab(path, prefix):
             "special": [True] * 4 + [False] * WORDS,
             "lm_id": pd.array([None] * len(tokens), "Int64"),
         }
-    ).to_parquet(path, index=False)
+    )
 
 
 def sentences(rng, n):
@@ -44,7 +61,9 @@ def ids_column(lists):
     return pa.array(lists, pa.list_(pa.int32()))
 
 
-def write_translation(path, rng, n):
+def write_translation(path, rng, n, references_path=None):
+    """A tokenized split (layout 3: ids only) and, at `references_path`, its references (the vocab stage's
+    files)."""
     words = sentences(rng, n)
     tgt = [[4 + (w - 4 + 1) % WORDS for w in s] for s in words]  # a learnable word-for-word "translation"
     pq.write_table(
@@ -52,12 +71,13 @@ def write_translation(path, rng, n):
             {
                 "src_ids": ids_column([[BOS, *s, EOS] for s in words]),
                 "tgt_ids": ids_column([[BOS, *t, EOS] for t in tgt]),
-                "ref": [" ".join(f"e{w - 4}" for w in t) for t in tgt],
-                "ref_tokens": [[f"e{w - 4}" for w in t] for t in tgt],
             }
         ),
         path,
     )
+    if references_path is not None:
+        tokens = [[f"e{w - 4}" for w in t] for t in tgt]
+        write_references(references_path, References([" ".join(t) for t in tokens], tokens))
 
 
 def write_classification(path, rng, n):
@@ -72,10 +92,9 @@ def toy(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy")
     rng = np.random.default_rng(0)
     for split, n in [("train", 128), ("valid", 16), ("test", 16)]:
-        write_translation(root / f"mt_{split}.parquet", rng, n)
+        write_translation(root / f"mt_{split}.parquet", rng, n, root / f"refs_{split}.parquet")
         write_classification(root / f"cls_{split}.parquet", rng, n)
-    write_vocab(root / "vocab_encoder.parquet", "d")
-    write_vocab(root / "vocab_decoder.parquet", "e")
+    write_detokenizer(root / "detokenizer.json", vocab("e"), SpacyTokenizer("en"))
     for side in ("encoder", "decoder"):
         np.save(root / f"emb_{side}.npy", rng.normal(0, 0.3, size=(4 + WORDS, DIM)).astype(np.float32))
     return root
@@ -90,7 +109,10 @@ def make_spec(toy, kind="translation", **changes):
             "encoder": str(toy / "emb_encoder.npy"),
             "decoder": str(toy / "emb_decoder.npy") if kind == "translation" else None,
         },
-        "vocab": {"encoder": str(toy / "vocab_encoder.parquet"), "decoder": str(toy / "vocab_decoder.parquet")},
+        "detokenizer": str(toy / "detokenizer.json") if kind == "translation" else None,
+        "references": {
+            split: str(toy / f"refs_{split}.parquet") if kind == "translation" else None for split in ("valid", "test")
+        },
         "model": {
             "ffn_dim": 32,
             "layers": 1,
@@ -103,11 +125,9 @@ def make_spec(toy, kind="translation", **changes):
         "train": {
             "adam_betas": [0.9, 0.98],
             "adam_eps": 1e-9,
-            "device": "cpu",
             "bf16": True,
             "bucket_width": 2,
             "decode_max_extra": 5,
-            "num_threads": 0,
         },
         "variant": {"pos_encoding": "sinusoidal", "embedding_trainable": True},
         "epochs": 3,
@@ -135,7 +155,7 @@ def selected(final):
 @pytest.fixture(scope="module")
 def reference_run(toy, tmp_path_factory):
     out = tmp_path_factory.mktemp("reference")
-    return out, train.train_run(make_spec(toy), out)
+    return out, train_run(make_spec(toy), out)
 
 
 def test_translation_run_writes_its_outputs(reference_run, toy):
@@ -160,11 +180,11 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
     assert final["paper_bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:none|smooth:none|version:")
     assert final["valid_paper_bleu"] == best["valid_paper_bleu"]
     assert final["block"] == "toy_block" and final["seed"] == 7 and final["variant"] == "base"
-    test = pd.read_parquet(toy / "mt_test.parquet")
+    test = read_references(toy / "refs_test.parquet")
     for name in ("test.hyp.txt", "test.ref.txt", "test.tok.hyp.txt", "test.tok.ref.txt"):
         assert len((out / name).read_text().splitlines()) == 16
-    assert (out / "test.ref.txt").read_text().splitlines() == test["ref"].tolist()
-    assert (out / "test.tok.ref.txt").read_text().splitlines() == [" ".join(t) for t in test["ref_tokens"]]
+    assert (out / "test.ref.txt").read_text().splitlines() == test.ref
+    assert (out / "test.tok.ref.txt").read_text().splitlines() == [" ".join(t) for t in test.ref_tokens]
     assert (out / "train.log").read_text().count(" epoch ") >= 3
 
 
@@ -187,19 +207,20 @@ def test_sacrebleu_cli_on_saved_files_reproduces_final_bleu(reference_run, files
 
 def test_paper_bleu_of_a_perfect_hypothesis_is_100_and_keeps_unk(toy):
     data = TranslationData(toy / "mt_test.parquet", max_len=32)
-    vocab = pd.read_parquet(toy / "vocab_decoder.parquet")["token"].tolist()
+    references, detokenizer = read_references(toy / "refs_test.parquet"), load_detokenizer(toy / "detokenizer.json")
     perfect = [[t for t in ids.tolist() if t not in (BOS, EOS)] for ids in data.tgt]
-    texts = train.bleu_texts(perfect, data, vocab, train.vocabulary_detokenizer(vocab))
-    assert train.bleu_scores(texts)["paper_bleu"] == pytest.approx(100)
+    texts = scoring.bleu_texts(perfect, references, detokenizer)
+    assert scoring.bleu_scores(texts)["paper_bleu"] == pytest.approx(100)
+    assert scoring.bleu_scores(texts)["sacrebleu"] == pytest.approx(100)
     with_unk = [[UNK, *ids[1:]] for ids in perfect]
-    texts = train.bleu_texts(with_unk, data, vocab, train.vocabulary_detokenizer(vocab))
+    texts = scoring.bleu_texts(with_unk, references, detokenizer)
     assert all(line.startswith("<unk> ") for line in texts.tok_hyp)
-    assert train.bleu_scores(texts)["paper_bleu"] < 100
+    assert scoring.bleu_scores(texts)["paper_bleu"] < 100
 
 
 def test_same_seed_gives_identical_metrics(reference_run, toy, tmp_path):
     out, final = reference_run
-    again = train.train_run(make_spec(toy), tmp_path)
+    again = train_run(make_spec(toy), tmp_path)
     pd.testing.assert_frame_equal(metric_values(tmp_path), metric_values(out))
     assert selected(again) == selected(final)
     assert (tmp_path / "test.hyp.txt").read_bytes() == (out / "test.hyp.txt").read_bytes()
@@ -211,21 +232,21 @@ class Killed(Exception):
 
 def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_path, monkeypatch):
     out, final = reference_run
-    save = train.save_checkpoint
+    save = checkpoint.save_checkpoint
 
     def save_then_die(path, checkpoint):
         save(path, checkpoint)
         torch.rand(1000), np.random.rand(10), random.random()  # the dying process's RNGs moved on
         raise Killed
 
-    monkeypatch.setattr(train, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_die)
     with pytest.raises(Killed):
-        train.train_run(make_spec(toy), tmp_path)
+        train_run(make_spec(toy), tmp_path)
     monkeypatch.undo()
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["epoch"] == 1
     assert not (tmp_path / "final.json").exists()
 
-    resumed = train.train_run(make_spec(toy), tmp_path)
+    resumed = train_run(make_spec(toy), tmp_path)
     assert "resuming toy_block/Xavier/seed7/base after epoch 1" in (tmp_path / "train.log").read_text()
     pd.testing.assert_frame_equal(metric_values(tmp_path), metric_values(out))
     assert selected(resumed) == selected(final)
@@ -233,8 +254,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_
 
 def test_finished_run_with_more_epochs_continues_its_checkpoint(reference_run, toy, tmp_path):
     out, final = reference_run
-    train.train_run(make_spec(toy, epochs=1), tmp_path)
-    resumed = train.train_run(make_spec(toy, epochs=3), tmp_path)
+    train_run(make_spec(toy, epochs=1), tmp_path)
+    resumed = train_run(make_spec(toy, epochs=3), tmp_path)
     assert "resuming toy_block/Xavier/seed7/base after epoch 1" in (tmp_path / "train.log").read_text()
     pd.testing.assert_frame_equal(metric_values(tmp_path), metric_values(out))
     assert selected(resumed) == selected(final)
@@ -243,7 +264,7 @@ def test_finished_run_with_more_epochs_continues_its_checkpoint(reference_run, t
 def fresh_run(toy, tmp_path_factory, **changes):
     """The run with `changes` trained from scratch in an empty directory: what any rerun must equal."""
     out = tmp_path_factory.mktemp("fresh")
-    return out, train.train_run(make_spec(toy, **changes), out)
+    return out, train_run(make_spec(toy, **changes), out)
 
 
 def assert_same_run(out, final, expected_out, expected_final):
@@ -252,8 +273,8 @@ def assert_same_run(out, final, expected_out, expected_final):
 
 
 def test_checkpoint_of_other_settings_is_discarded_and_the_run_equals_a_fresh_one(toy, tmp_path, tmp_path_factory):
-    train.train_run(make_spec(toy, epochs=1), tmp_path)
-    rerun = train.train_run(make_spec(toy, epochs=2, lr=1e-3), tmp_path)
+    train_run(make_spec(toy, epochs=1), tmp_path)
+    rerun = train_run(make_spec(toy, epochs=2, lr=1e-3), tmp_path)
     assert (
         "it was written for other setting lr; run toy_block/Xavier/seed7/base trains from scratch"
         in (tmp_path / "train.log").read_text()
@@ -269,19 +290,19 @@ def test_changed_embedding_file_retrains_a_finished_run_from_scratch(reference_r
     spec = make_spec(toy)
     spec["embeddings"]["encoder"] = str(layer)
     run_dir = tmp_path / "run"
-    train.train_run(spec, run_dir)
+    train_run(spec, run_dir)
     np.save(layer, np.load(toy / "emb_encoder.npy") * 2)  # the initializer now gives another layer
-    rerun = train.train_run(spec, run_dir)
+    rerun = train_run(spec, run_dir)
     assert "other input embeddings.encoder" in (run_dir / "train.log").read_text()
     fresh = tmp_path / "fresh"
-    assert_same_run(run_dir, rerun, fresh, train.train_run(spec, fresh))
+    assert_same_run(run_dir, rerun, fresh, train_run(spec, fresh))
     assert metric_values(run_dir)["train_loss"].tolist() != metric_values(out)["train_loss"].tolist()
 
 
 def test_forced_rerun_of_a_finished_run_trains_again_to_the_same_result(reference_run, toy, tmp_path):
     out, final = reference_run
-    train.train_run(make_spec(toy), tmp_path)
-    rerun = train.train_run(make_spec(toy), tmp_path)
+    train_run(make_spec(toy), tmp_path)
+    rerun = train_run(make_spec(toy), tmp_path)
     log = (tmp_path / "train.log").read_text()
     assert "the run had finished its 3 epochs, so a rerun trains it again" in log and "resuming" not in log
     assert_same_run(tmp_path, rerun, out, final)
@@ -289,11 +310,11 @@ def test_forced_rerun_of_a_finished_run_trains_again_to_the_same_result(referenc
 
 def test_run_killed_after_its_last_epoch_only_scores(reference_run, toy, tmp_path, monkeypatch):
     out, final = reference_run
-    monkeypatch.setattr(train, "write_text_atomic", lambda *a: (_ for _ in ()).throw(Killed()))
+    monkeypatch.setattr(loop, "write_text_atomic", lambda *a: (_ for _ in ()).throw(Killed()))
     with pytest.raises(Killed):
-        train.train_run(make_spec(toy), tmp_path)
+        train_run(make_spec(toy), tmp_path)
     monkeypatch.undo()
-    resumed = train.train_run(make_spec(toy), tmp_path)
+    resumed = train_run(make_spec(toy), tmp_path)
     assert "resuming toy_block/Xavier/seed7/base after epoch 3" in (tmp_path / "train.log").read_text()
     assert_same_run(tmp_path, resumed, out, final)
 
@@ -311,41 +332,42 @@ class Payload:
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "foreign pickle"])
 def test_corrupt_checkpoint_is_discarded_with_a_warning_naming_it(reference_run, toy, tmp_path, damage):
     out, final = reference_run
-    train.train_run(make_spec(toy, epochs=1), tmp_path)
-    checkpoint = tmp_path / "checkpoint.pt"
+    train_run(make_spec(toy, epochs=1), tmp_path)
+    path = tmp_path / "checkpoint.pt"
     marker = tmp_path / "pickle-ran"
     if damage == "truncated":
-        checkpoint.write_bytes(checkpoint.read_bytes()[:5000])
+        path.write_bytes(path.read_bytes()[:5000])
     elif damage == "garbage":
-        checkpoint.write_bytes(b"not a checkpoint at all")
+        path.write_bytes(b"not a checkpoint at all")
     else:
-        torch.save({"epoch": 1, "rows": Payload(marker)}, checkpoint)
-    rerun = train.train_run(make_spec(toy), tmp_path)
+        torch.save({"epoch": 1, "rows": Payload(marker)}, path)
+    rerun = train_run(make_spec(toy), tmp_path)
     log = (tmp_path / "train.log").read_text()
-    assert f"WARNING discarding {checkpoint}: it is unreadable" in log
+    assert f"WARNING discarding {path}: it is unreadable" in log
     assert not marker.exists()
     assert_same_run(tmp_path, rerun, out, final)
 
 
 def test_checkpoint_loads_as_plain_tensors_and_values(reference_run):
     out, _ = reference_run
-    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
-    assert checkpoint["finished"] and checkpoint["epoch"] == 3
-    assert set(checkpoint["identity"]["inputs"]) == {
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert state["finished"] and state["epoch"] == 3
+    assert set(state["identity"]["inputs"]) == {  # every file the run reads
         "data.train",
         "data.valid",
         "data.test",
         "embeddings.encoder",
         "embeddings.decoder",
-        "vocab.encoder",
-        "vocab.decoder",
+        "detokenizer",
+        "references.valid",
+        "references.test",
     }
 
 
 @pytest.mark.parametrize("trainable", [False, True])
 def test_frozen_embedding_stays_bit_identical(toy, tmp_path, trainable):
     spec = make_spec(toy, epochs=1, variant={"pos_encoding": "sinusoidal", "embedding_trainable": trainable})
-    final = train.train_run(spec, tmp_path)
+    final = train_run(spec, tmp_path)
     weights = torch.load(tmp_path / "checkpoint.pt", weights_only=True)["model"]
     for side, key in [("encoder", "encoder.input"), ("decoder", "decoder_input")]:
         start = torch.from_numpy(np.load(toy / f"emb_{side}.npy"))
@@ -360,7 +382,7 @@ def test_non_finite_loss_names_the_run_and_epoch(toy, tmp_path):
     spec = make_spec(toy)
     spec["embeddings"]["encoder"] = str(tmp_path / "nan.npy")
     with pytest.raises(FloatingPointError, match=r"toy_block/Xavier/seed7/base.*epoch 1"):
-        train.train_run(spec, tmp_path / "run")
+        train_run(spec, tmp_path / "run")
 
 
 @pytest.mark.parametrize("with_test", [True, False])
@@ -368,7 +390,7 @@ def test_classification_run(toy, tmp_path, with_test):
     spec = make_spec(toy, "classification", epochs=2)
     if not with_test:
         spec["data"]["test"] = None
-    final = train.train_run(spec, tmp_path)
+    final = train_run(spec, tmp_path)
     metrics = pd.read_parquet(tmp_path / "metrics.parquet")
     extra = ["test_acc"] if with_test else []
     assert list(metrics.columns) == ["epoch", "train_loss", "valid_loss", "valid_acc", *extra, *TIMING]
@@ -418,9 +440,9 @@ def test_truncation_keeps_eos_and_batches_pad_with_pad(tmp_path):
 
 
 def test_checkpoint_of_other_training_code_is_discarded(toy, tmp_path, monkeypatch):
-    train.train_run(make_spec(toy, epochs=1), tmp_path)
-    monkeypatch.setattr(train, "code_digest", lambda: "edited")
-    train.train_run(make_spec(toy, epochs=2), tmp_path)
+    train_run(make_spec(toy, epochs=1), tmp_path)
+    monkeypatch.setattr(checkpoint, "code_digest", lambda: "edited")
+    train_run(make_spec(toy, epochs=2), tmp_path)
     log = (tmp_path / "train.log").read_text()
     assert "it was written for other setting code" in log and "resuming" not in log
 
@@ -431,9 +453,12 @@ def test_the_code_digest_covers_every_model_module():
 
     import embinit.models
 
-    covered = {m.__name__ for m in train.training_modules()}
+    import embinit.training
+
+    covered = {m.__name__ for m in checkpoint.training_modules()}
     assert {f"embinit.models.{m.name}" for m in pkgutil.iter_modules(embinit.models.__path__)} <= covered
-    assert {"embinit.models.loss", "embinit.training.loop", "embinit.training.batching"} <= covered
+    assert {f"embinit.training.{m.name}" for m in pkgutil.iter_modules(embinit.training.__path__)} <= covered
+    assert {"embinit.models.loss", "embinit.training.loop", "embinit.training.scoring"} <= covered
     # used by the models and the batches: the sinusoidal table, the vocabulary's special ids
     assert {"embinit.layers.position_table", "embinit.data.vocab"} <= covered
 
@@ -441,11 +466,11 @@ def test_the_code_digest_covers_every_model_module():
 def test_without_valid_bleu_a_run_decodes_only_the_test_split(reference_run, toy, tmp_path, monkeypatch):
     """valid_bleu off: the same training and selection (validation loss), no greedy validation decoding."""
     calls = []
-    translate = train.translate
+    translate = scoring.translate
     monkeypatch.setattr(
-        train, "translate", lambda model, data, *a: calls.append(len(data)) or translate(model, data, *a)
+        scoring, "translate", lambda model, data, *a: calls.append(len(data)) or translate(model, data, *a)
     )
-    final = train.train_run(make_spec(toy, valid_bleu=False), tmp_path)
+    final = train_run(make_spec(toy, valid_bleu=False), tmp_path)
     assert calls == [16]  # the test split, once
     metrics = pd.read_parquet(tmp_path / "metrics.parquet")
     assert "valid_paper_bleu" not in metrics.columns
@@ -453,3 +478,57 @@ def test_without_valid_bleu_a_run_decodes_only_the_test_split(reference_run, toy
     pd.testing.assert_frame_equal(metric_values(tmp_path), reference)
     assert final["valid_paper_bleu"] is None
     assert final["test_paper_bleu"] == reference_run[1]["test_paper_bleu"]
+
+
+@pytest.mark.parametrize("role", ["references.test", "detokenizer"])
+def test_changed_scoring_file_retrains_a_finished_run_from_scratch(toy, tmp_path, role):
+    """The references and the detokenizer are inputs like any other: a new one reruns the run."""
+    spec = make_spec(toy, epochs=1)
+    if role == "detokenizer":
+        spec["detokenizer"] = str(tmp_path / "detokenizer.json")
+        write_detokenizer(spec["detokenizer"], vocab("e"), SpacyTokenizer("en"))
+    else:
+        spec["references"] = dict(spec["references"], test=str(tmp_path / "refs_test.parquet"))
+        write_references(spec["references"]["test"], read_references(toy / "refs_test.parquet"))
+    train_run(spec, tmp_path / "run")
+    if role == "detokenizer":
+        write_detokenizer(spec["detokenizer"], vocab("f"), SpacyTokenizer("en"))
+    else:
+        refs = read_references(toy / "refs_test.parquet")
+        write_references(spec["references"]["test"], References(refs.ref[::-1], refs.ref_tokens[::-1]))
+    train_run(dict(spec, epochs=2), tmp_path / "run")
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert f"it was written for other input {role}" in log and "resuming" not in log
+
+
+def test_placement_is_no_part_of_the_run(toy, tmp_path):
+    """Another device setting or thread count continues the same run (the rule keeps it out of its params)."""
+    assert Placement.from_config({"train": {"device": "cuda:1", "num_threads": 3}}) == Placement("cuda:1", 3)
+    threads = torch.get_num_threads()
+    try:
+        loop.train_run(make_spec(toy, epochs=1), tmp_path, Placement("cpu", 1))
+        assert "device cpu, 1 threads" in (tmp_path / "train.log").read_text()
+    finally:
+        torch.set_num_threads(threads)
+    loop.train_run(make_spec(toy, epochs=2), tmp_path, Placement("cpu"))
+    assert "resuming toy_block/Xavier/seed7/base after epoch 1" in (tmp_path / "train.log").read_text()
+
+
+def test_translation_run_without_its_scoring_files_says_what_is_missing(toy, tmp_path):
+    spec = make_spec(toy, detokenizer=None)
+    spec["references"] = {"valid": spec["references"]["valid"], "test": None}
+    with pytest.raises(ValueError, match="needs references.test, detokenizer"):
+        train_run(spec, tmp_path)
+    spec = make_spec(toy)
+    spec["references"] = dict(spec["references"], test=spec["references"]["valid"])
+    spec["data"] = dict(spec["data"], test=spec["data"]["train"])
+    with pytest.raises(ValueError, match="holds 16 references, the test split 128 sentences"):
+        train_run(spec, tmp_path)
+
+
+def test_split_of_an_older_layout_is_refused_clearly(tmp_path):
+    write_translation(tmp_path / "t.parquet", np.random.default_rng(0), 3)
+    frame = pd.read_parquet(tmp_path / "t.parquet").assign(ref="a b", ref_tokens=[["a", "b"]] * 3)
+    frame.to_parquet(tmp_path / "layout2.parquet")
+    with pytest.raises(ValueError, match="older layout is rebuilt by the vocab rule"):
+        TranslationData(tmp_path / "layout2.parquet", max_len=8)

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from embinit.training.batching import pad
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.models.loss import linear_cross_entropy
-from embinit.training.loop import adam, autocast, batch_loss
+from embinit.training.device import autocast
+from embinit.training.epoch import adam, batch_loss
 from embinit.data.vocab import BOS, EOS, PAD
 
 ADAM = {"adam_betas": [0.9, 0.98], "adam_eps": 1e-9}

@@ -48,6 +48,22 @@ def test_conda_env_pins_exactly_the_requirements():
     assert all(re.fullmatch(r"[A-Za-z0-9._-]+==[0-9][^=\s]*", pin) for pin in pip), pip
 
 
+def test_the_lock_pins_exactly_what_pyproject_declares():
+    """requirements.txt (the lock the README installs) = pyproject's dependencies + its extras, each pin inside
+    its declared range; no package is pinned that nothing declares (and so nothing uses)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = [Requirement(r) for r in project["dependencies"]]
+    declared += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    lines = [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()]
+    pins = dict(line.split("==") for line in lines if line and not line.startswith("#"))
+    assert sorted(r.name.lower() for r in declared) == sorted(name.lower() for name in pins)
+    assert all(r.specifier.contains(pins[r.name]) for r in declared)
+
+
 def test_mirror_file_with_wrong_checksum_fails_naming_it(tmp_path, tiny_mirror):
     cfg = write_config(tmp_path / "c.yaml", {"mirror": str(tiny_mirror), "run_blocks": ["sst2_glove6b50d"]})
     proc = run_snakemake(

@@ -10,7 +10,7 @@ from conftest import REPO, SHARED_DATA, needs_shared, planned_outputs, run_snake
 
 pytestmark = pytest.mark.slow
 
-TARGETS = ["paper"]
+TARGETS = ["all"]
 QUESTIONS = (
     ": plural-nouns\nbike bikes dog dogs\ndog dogs bike bikes\nman woman dog dogs\n: verbs\nread reads ride rides\n"
 )

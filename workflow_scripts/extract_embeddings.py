@@ -7,11 +7,10 @@ output: npy (N x D float32), meta (sidecar parquet: index, token, matched)
 log:    one file; the match report is logged there
 """
 
-import logging
-
+from embinit.io import job_log
 from embinit.layers.pretrained import extract
 
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
-files = {role: path for role, path in snakemake.input.items() if role != "vocab"}
-p = snakemake.params
-extract(snakemake.input.vocab, p.source, files, p.missing, p.missing_seed, snakemake.output.npy, snakemake.output.meta)
+with job_log(snakemake.log[0]):
+    files = {role: path for role, path in snakemake.input.items() if role != "vocab"}
+    p, out = snakemake.params, snakemake.output
+    extract(snakemake.input.vocab, p.source, files, p.missing, p.missing_seed, out.npy, out.meta)

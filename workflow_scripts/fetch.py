@@ -1,15 +1,18 @@
 """Snakemake script: place one raw file (mirror first, else its remote), verified by sha256.
 
-A failure is logged as its one-line message before the job fails, so Snakemake's "check log file(s)" holds.
+params: remote (dict: the config `remotes` entry), settings (embinit.data.fetch.FetchSettings); output: the file;
+log: one file. A fetch failure is one line there (and on stderr): no traceback, its message is the whole story.
 """
 
 import logging
 
-from embinit.data.fetch import fetch
+from embinit.data.fetch import FetchError, fetch
+from embinit.io import job_log
 
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-try:
-    print(fetch(snakemake.wildcards.relpath, snakemake.params.remote, snakemake.output[0], snakemake.params.settings))
-except Exception as err:
-    logging.error("%s", err)
-    raise
+with job_log(snakemake.log[0]):
+    p = snakemake.params
+    try:
+        logging.info("%s", fetch(snakemake.wildcards.relpath, p.remote, snakemake.output[0], p.settings))
+    except FetchError as err:
+        logging.error("%s", err)
+        raise SystemExit(str(err)) from None

@@ -18,5 +18,5 @@ initialize_file(
     p.seed,
     p.params,
     snakemake.output.npy,
-    stream=p.side,
+    side=p.side,
 )

@@ -2,16 +2,17 @@
 
 Expects:
   snakemake.input.paper_tables  the paper's tables as Markdown (config paper_comparison.paper_tables)
-  snakemake.input.tables        our table<N>.csv, all in params.results_dir (the comparison reads them from there)
-  snakemake.params.results_dir  the results directory
+  snakemake.input.tables        our table<N>.csv files (the number is read from the name; other names are ignored)
   snakemake.output              named `csv` and `md`
+  snakemake.log[0]              the job's log
 """
 
+import logging
+
+from embinit.io import job_log
 from embinit.reports.comparison import paper_comparison
 
-paper_comparison(
-    snakemake.params.results_dir,
-    snakemake.input.paper_tables,  # noqa: F821
-    snakemake.output.csv,
-    snakemake.output.md,
-)  # noqa: F821
+with job_log(snakemake.log[0]):
+    inp, out = snakemake.input, snakemake.output
+    table = paper_comparison(list(inp.tables), inp.paper_tables, out.csv, out.md)
+    logging.info("paper comparison: %d cells -> %s, %s", len(table), out.csv, out.md)

@@ -1,9 +1,13 @@
-"""Snakemake script: one task's raw files -> Parquet splits (embinit.data.prepare)."""
+"""Snakemake script: one task's raw files -> Parquet splits (embinit.data.prepare).
+
+input: the task's raw files by role; params: fmt (the task's format); output: one Parquet file per split
+"""
 
 import logging
 
 from embinit.data.prepare import prepare
+from embinit.io import job_log
 
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
-sizes = prepare(snakemake.params.fmt, dict(snakemake.input.items()), dict(snakemake.output.items()))
-logging.info("split sizes: %s", sizes)
+with job_log(snakemake.log[0]):
+    sizes = prepare(snakemake.params.fmt, dict(snakemake.input.items()), dict(snakemake.output.items()))
+    logging.info("split sizes: %s", sizes)

@@ -1,39 +1,32 @@
-"""Snakemake script: train and score one run (embinit.training.loop.train_run); see train_run for the spec keys.
+"""Snakemake script: train and score one run (embinit.training.loop.train_run; see it for the spec keys).
 
-input:  train, valid, test (tokenized parquet; SST-2 has no test), emb_encoder, emb_decoder (translation),
-        vocab_encoder, vocab_decoder, tokenizer_file (sub-word blocks only)
-params: spec (dict: kind, model, train, variant, epochs, batch_size, lr, seed, num_classes, run,
-        tokenizer, languages)
-output: final (final.json), metrics (metrics.parquet), in the run directory; log: one file
+Expects:
+  snakemake.input    train, valid, test (tokenized parquet; SST-2 has no test), emb_encoder, emb_decoder
+                     (translation), and for translation detokenizer (the decoder's detokenizer file) and
+                     references_valid, references_test (the BLEU references files), all of the vocab stage
+  snakemake.params   spec (dict: kind, model, train (without device, num_threads), variant, epochs, batch_size,
+                     lr, seed, valid_bleu, num_classes, tokenizer, languages, run); placement
+                     (embinit.training.Placement: device and threads, an object so that it triggers no rerun)
+  snakemake.output   final (final.json), metrics (metrics.parquet), in the run directory
+  snakemake.threads  torch's CPU threads when placement.num_threads is 0
+  snakemake.log[0]   the run's log
 """
 
 from pathlib import Path
 
 from embinit.training.loop import train_run
-from embinit.data.vocab import make_detokenizer
 
-inp = snakemake.input  # noqa: F821
+inp = snakemake.input
 spec = dict(
-    snakemake.params.spec,  # noqa: F821
+    snakemake.params.spec,
     data={split: inp.get(split) for split in ("train", "valid", "test")},
     embeddings={side: inp.get(f"emb_{side}") for side in ("encoder", "decoder")},
-    vocab={side: inp.get(f"vocab_{side}") for side in ("encoder", "decoder")},
-    tokenizer_file=inp.get("tokenizer_file"),
+    detokenizer=inp.get("detokenizer"),
+    references={split: inp.get(f"references_{split}") for split in ("valid", "test")},
     log=snakemake.log[0],
     threads=snakemake.threads,
-)  # noqa: F821
-# where the job runs is not part of the run's identity (kept out of params so it triggers no rerun)
-spec["train"] = dict(
-    spec["train"],
-    device=snakemake.config["train"]["device"],  # noqa: F821
-    num_threads=snakemake.config["train"]["num_threads"],
-)  # noqa: F821
-detokenize = None
-if spec["kind"] == "translation":
-    detokenize = make_detokenizer(
-        inp.vocab_decoder, spec["tokenizer"], inp.get("tokenizer_file") or None, spec["languages"]["decoder"]
-    )
-out_dir = Path(snakemake.output.final).parent  # noqa: F821
-if Path(snakemake.output.metrics).parent != out_dir:  # noqa: F821
+)
+out_dir = Path(snakemake.output.final).parent
+if Path(snakemake.output.metrics).parent != out_dir:
     raise ValueError("final.json and metrics.parquet must share the run directory")
-train_run(spec, out_dir, detokenize)
+train_run(spec, out_dir, snakemake.params.placement)

@@ -4,23 +4,31 @@ Word level: blank spaCy tokenizers (en, de), lowercased. Sub-word level: the LM'
 (`tokenizer.json` through HF `tokenizers`, or a sentencepiece `spiece.model` for T5/mT5); each vocabulary
 entry then records its LM id, so the embedding stage can take exactly that row of the LM's matrix.
 Rows 0..3 are always the specials, so indices agree across every vocabulary the pipeline builds.
+
+For a translation task the stage also writes what scoring needs, so the training job reads nothing else:
+a detokenizer file (the decoder vocabulary with its tokenizer embedded; `write_detokenizer`,
+`load_detokenizer`) and one references file per evaluated split (`write_references`, `read_references`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import NamedTuple, Sequence
 
 import pandas as pd
 
-from embinit.io import atomic_path
+from embinit.io import atomic_path, write_text_atomic
 
 SPECIALS = ("<unk>", "<pad>", "<bos>", "<eos>")
 # Version of the tokenized-split columns; the vocab rule passes it as a param, so a new layout rebuilds them.
 # 2: translation splits carry `ref_tokens`, the reference in the block's own tokens (the paper's BLEU).
-SPLIT_LAYOUT = 2
+# 3: translation splits hold only `src_ids`, `tgt_ids`; the references moved to their own files.
+SPLIT_LAYOUT = 3
+TRANSLATION_COLUMNS = ("src_ids", "tgt_ids")
+DETOKENIZER_FORMAT = 1
 UNK, PAD, BOS, EOS = range(4)
 
 # How each special is spelled in the LM vocabularies we read; the first one present wins.
@@ -35,7 +43,9 @@ _LM_SPECIALS = {
 class SpacyTokenizer:
     """Word-level: blank spaCy tokenizer rules of a language, lowercased; tokens are their own keys."""
 
+    kind = "spacy"
     lowercase = True
+    definition = None  # decoding needs no rules: the tokens joined by spaces
 
     def __init__(self, lang: str | None):
         self.lang = lang
@@ -60,16 +70,25 @@ class SpacyTokenizer:
 
 
 class HFTokenizer:
-    """Sub-word: a Hugging Face `tokenizer.json`; keys are LM ids, the LM's own specials are not added."""
+    """Sub-word: a Hugging Face `tokenizer.json` (its text is `definition`); keys are LM ids, the LM's own
+    specials are not added."""
 
-    def __init__(self, path: str):
+    kind = "hf"
+    lang = None
+
+    def __init__(self, definition: str):
         from tokenizers import Tokenizer
 
-        self._tok = Tokenizer.from_file(str(path))
+        self.definition = definition
+        self._tok = Tokenizer.from_str(definition)
         self._tok.no_padding()
         self._tok.no_truncation()
-        normalizer = json.loads(Path(path).read_text(encoding="utf-8")).get("normalizer") or {}
+        normalizer = json.loads(definition).get("normalizer") or {}
         self.lowercase = bool(normalizer.get("lowercase", False))
+
+    @classmethod
+    def from_file(cls, path: str) -> HFTokenizer:
+        return cls(Path(path).read_text(encoding="utf-8"))
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return [enc.ids for enc in self._tok.encode_batch(list(texts), add_special_tokens=False)]
@@ -89,14 +108,21 @@ class HFTokenizer:
 
 
 class SentencePieceTokenizer(HFTokenizer):
-    """Sub-word: a sentencepiece model (T5, mT5); keys are LM ids."""
+    """Sub-word: a sentencepiece model (T5, mT5); keys are LM ids. `definition` is the serialized model
+    proto in base64."""
 
+    kind = "sentencepiece"
     lowercase = False
 
-    def __init__(self, path: str):
+    def __init__(self, model_proto: bytes):
         import sentencepiece
 
-        self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
+        self.definition = base64.b64encode(model_proto).decode("ascii")
+        self._sp = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
+
+    @classmethod
+    def from_file(cls, path: str) -> SentencePieceTokenizer:
+        return cls(Path(path).read_bytes())
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return self._sp.encode(list(texts))
@@ -125,8 +151,8 @@ def load_tokenizer(name: str, lang: str | None = None, tokenizer_file: str | Non
     if tokenizer_file is None:
         raise ValueError(f"tokenizer {name!r} needs its tokenizer file")
     if str(tokenizer_file).endswith(".json"):
-        return HFTokenizer(tokenizer_file)
-    return SentencePieceTokenizer(tokenizer_file)
+        return HFTokenizer.from_file(tokenizer_file)
+    return SentencePieceTokenizer.from_file(tokenizer_file)
 
 
 def build_vocab(tokenizer, token_lists: list[list], min_freq: int) -> pd.DataFrame:
@@ -156,20 +182,87 @@ def encode(token_lists: list[list], vocab: pd.DataFrame) -> list[list[int]]:
     return [[BOS, *(index.get(k, UNK) for k in tokens), EOS] for tokens in token_lists]
 
 
-def make_detokenizer(
-    vocab_path: str, tokenizer_name: str, tokenizer_file: str | None = None, lang: str | None = None
-) -> Callable[[Sequence[int]], str]:
-    """Turn model output (vocabulary indices, specials dropped) back into text for BLEU."""
-    vocab = pd.read_parquet(vocab_path)
-    tokenizer = load_tokenizer(tokenizer_name, lang, tokenizer_file)
-    tokens = vocab["token"].tolist()
-    lm_ids = [None if pd.isna(i) else int(i) for i in vocab["lm_id"]]
+class Detokenizer:
+    """Decoder vocabulary indices back to the block's own tokens (`tokens`: what paper BLEU scores) and to
+    text (`detokenize`: what standard sacreBLEU scores). Read from a detokenizer file (`load_detokenizer`)."""
 
-    def detokenize(ids: Sequence[int]) -> str:
+    def __init__(self, tokens: Sequence[str], lm_ids: Sequence[int | None], tokenizer):
+        self.tokens = list(tokens)
+        self.lm_ids = list(lm_ids)
+        self.tokenizer = tokenizer  # anything with the tokenizers' decode(tokens, lm_ids)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """Text of model output (vocabulary indices); <pad>, <bos>, <eos> dropped, <unk> left to the tokenizer."""
         kept = [i for i in ids if i not in (PAD, BOS, EOS)]
-        return tokenizer.decode([tokens[i] for i in kept], [lm_ids[i] for i in kept])
+        return self.tokenizer.decode([self.tokens[i] for i in kept], [self.lm_ids[i] for i in kept])
 
-    return detokenize
+
+def write_detokenizer(path: str | Path, vocab: pd.DataFrame, tokenizer) -> None:
+    """The decoder side's detokenizer file: one JSON object, self-contained (no other file is read back).
+
+    {"format": 1, "tokenizer": "spacy" | "hf" | "sentencepiece", "language": the spaCy language or null,
+    "lowercase": whether the tokenizer lowercases, "tokens": [the vocabulary's `token`, by index],
+    "lm_ids": [the vocabulary's `lm_id` (int or null), by index], "definition": null (spacy), the
+    tokenizer.json text (hf) or the base64 of the serialized sentencepiece model proto (sentencepiece)}
+    """
+    record = {
+        "format": DETOKENIZER_FORMAT,
+        "tokenizer": tokenizer.kind,
+        "language": tokenizer.lang,
+        "lowercase": bool(tokenizer.lowercase),
+        "tokens": vocab["token"].tolist(),
+        "lm_ids": [None if pd.isna(i) else int(i) for i in vocab["lm_id"]],
+        "definition": tokenizer.definition,
+    }
+    write_text_atomic(path, json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def load_detokenizer(path: str | Path) -> Detokenizer:
+    record = json.loads(Path(path).read_text(encoding="utf-8"))
+    if record.get("format") != DETOKENIZER_FORMAT:
+        raise ValueError(
+            f"{path}: detokenizer format {record.get('format')!r}, expected {DETOKENIZER_FORMAT}; "
+            "it is rebuilt by the vocab rule of its task"
+        )
+    kind = record["tokenizer"]
+    if kind == "spacy":
+        tokenizer = SpacyTokenizer(record["language"])
+    elif kind == "hf":
+        tokenizer = HFTokenizer(record["definition"])
+    elif kind == "sentencepiece":
+        tokenizer = SentencePieceTokenizer(base64.b64decode(record["definition"]))
+    else:
+        raise ValueError(f"{path}: unknown tokenizer kind {kind!r}")
+    return Detokenizer(record["tokens"], record["lm_ids"], tokenizer)
+
+
+class References(NamedTuple):
+    """One split's BLEU references, one per sentence in the split's order: the text (`ref`, standard
+    sacreBLEU) and its tokens in the block's own tokenization (`ref_tokens`, paper BLEU)."""
+
+    ref: list[str]
+    ref_tokens: list[list[str]]
+
+
+def write_references(path: str | Path, references: References) -> None:
+    """Parquet with columns `ref` (string) and `ref_tokens` (list of strings), one row per sentence."""
+    frame = pd.DataFrame({"ref": references.ref, "ref_tokens": references.ref_tokens})
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def read_references(path: str | Path) -> References:
+    frame = pd.read_parquet(path, columns=["ref", "ref_tokens"])
+    return References(frame["ref"].tolist(), [list(tokens) for tokens in frame["ref_tokens"]])
+
+
+def references_of(texts: pd.Series, keys: list[list], tokenizer) -> References:
+    """The references of one split's target sentences (`keys`: their tokenization): the text, lowercased when
+    the tokenizer lowercases, and the tokens."""
+    return References(
+        (texts.str.lower() if tokenizer.lowercase else texts).tolist(),
+        [[tokenizer.token_of(k) for k in sentence] for sentence in keys],
+    )
 
 
 def build(
@@ -179,12 +272,18 @@ def build(
     min_freq: int,
     vocab_out: dict[str, str],
     tokenized_out: dict[str, str],
+    detokenizer_out: str | None = None,
+    references_out: dict[str, str] | None = None,
 ) -> dict[str, int]:
     """Tokenize every split, build each side's vocabulary from train, write vocabularies and id lists.
 
     `tokenizers` maps side -> tokenizer; translation sides read `src` (encoder) and `tgt` (decoder),
-    classification reads `text_a` (+ `text_b` for pairs, joined by <eos>).
+    classification reads `text_a` (+ `text_b` for pairs, joined by <eos>). Translation also writes the
+    decoder's detokenizer file to `detokenizer_out` and the references of each split in `references_out`
+    (split -> path: the evaluated splits); classification takes neither.
     """
+    if kind != "translation" and (detokenizer_out or references_out):
+        raise ValueError("a detokenizer and references are written for translation tasks only")
     frames = {split: pd.read_parquet(path) for split, path in splits.items()}
     pairs = kind == "classification" and frames["train"]["text_b"].notna().any()
     tokens = {}
@@ -204,15 +303,16 @@ def build(
         vocabs[side] = build_vocab(tokenizers[side], train_tokens, min_freq)
         with atomic_path(vocab_out[side]) as tmp:
             vocabs[side].to_parquet(tmp, index=False)
+    if detokenizer_out:
+        write_detokenizer(detokenizer_out, vocabs["decoder"], tokenizers["decoder"])
+    for split, path in (references_out or {}).items():
+        write_references(path, references_of(frames[split]["tgt"], tokens[("decoder", split)], tokenizers["decoder"]))
     for split, frame in frames.items():
         if kind == "translation":
-            decoder = tokenizers["decoder"]
             out = pd.DataFrame(
                 {
                     "src_ids": encode(tokens[("encoder", split)], vocabs["encoder"]),
                     "tgt_ids": encode(tokens[("decoder", split)], vocabs["decoder"]),
-                    "ref": frame["tgt"].str.lower() if decoder.lowercase else frame["tgt"],
-                    "ref_tokens": [[decoder.token_of(k) for k in keys] for keys in tokens[("decoder", split)]],
                 }
             )
         else:

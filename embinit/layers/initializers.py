@@ -112,16 +112,16 @@ def initialize(
     shape: tuple[int, int],
     seed: int,
     params: dict | None = None,
-    stream: str = "",
+    side: str = "",
 ) -> np.ndarray:
     """The N x D float32 layer `name` gives; Xavier when there is no pre-trained matrix.
 
-    `stream` (e.g. the side) is mixed into the seed so two layers drawn with the same run seed are
+    `side` ("encoder" / "decoder") is mixed into the seed so two layers drawn with the same run seed are
     independent rather than the same random numbers reshaped.
     """
     fn = _lookup(name)
     shape = (int(shape[0]), int(shape[1]))
-    rng = np.random.default_rng([int(seed), zlib.crc32(stream.encode())])
+    rng = np.random.default_rng([int(seed), zlib.crc32(side.encode())])
     if pretrained is None:
         return xavier(None, shape, rng)
     if tuple(pretrained.shape) != shape:
@@ -147,7 +147,7 @@ def initialize_file(
     seed: int,
     params: dict | None,
     out_npy: str,
-    stream: str = "",
+    side: str = "",
 ) -> None:
     """Write the layer for one vocabulary (N = its rows, D = `dim`) as an N x D float32 .npy."""
     shape = (pq.read_metadata(vocab_path).num_rows, int(dim))
@@ -156,6 +156,6 @@ def initialize_file(
         raise ValueError(
             f"{pretrained_npy}: shape {pretrained_matrix.shape} does not match vocabulary {vocab_path} x dim, {shape}"
         )
-    matrix = initialize(name, pretrained_matrix, shape, seed, params, stream)
+    matrix = initialize(name, pretrained_matrix, shape, seed, params, side)
     with atomic_path(out_npy) as tmp:
         np.save(tmp, matrix)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from embinit.layers.initializers import mean_std, pretrained_xavier, xavier
 from embinit.layers.position_table import sinusoidal_table
-from embinit.reports.tables import markdown_table, write_csv_md
+from embinit.reports.format import markdown_table, write_csv_md
 from embinit.data.vocab import SPECIALS
 
 POS_ENC_MODES = ("model_input", "unscaled")

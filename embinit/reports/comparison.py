@@ -11,6 +11,7 @@ reference, on the paper's): their outcome is computed, never fixed here.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -18,7 +19,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from embinit.reports.tables import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
+from embinit.reports.format import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
 
 COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "source"]
 KEY_HEADERS = {"block", "init", "task", "source", "transformation", "layer"}  # a paper row's name, not numbers
@@ -243,22 +244,28 @@ def _table5(frame: pd.DataFrame, table: int, displays) -> list[dict]:
 
 
 def _table6(frame: pd.DataFrame, table: int, displays) -> list[dict]:
-    """Table 6: our layer names carry the source's display ('GloVe-6B-50d (...)_Xavier scaled'); the paper's
-    rows are GloVe, Pretrained_Xavier, Xavier and Pos. Encoding, each also 'scaled'."""
+    """Table 6: our layers are labelled by family ('GloVe', 'GloVe_Xavier scaled') with the source in the column
+    `source_display`; the paper's rows are GloVe, Pretrained_Xavier, Xavier and Pos. Encoding, each also 'scaled'.
+
+    A CSV of an older version has no `source_display` and carries the display in the label instead
+    ('GloVe-6B-50d (...)_Xavier scaled').
+    """
     names = {display: name for name, display in displays.items()}
+    labelled = "source_display" not in frame.columns
     out = []
-    for r in frame.itertuples():
-        base, scaled = r.layer.removesuffix(" scaled"), r.layer.endswith(" scaled")
+    for r in frame.to_dict("records"):
+        base, scaled = r["layer"].removesuffix(" scaled"), r["layer"].endswith(" scaled")
         source = ""
         if base == "Position encoding":
             row = "Pos. Encoding"
         elif base == "Xavier":
             row = base
         else:
-            display = base.removesuffix("_Xavier")
             row = "Pretrained_Xavier" if base.endswith("_Xavier") else "GloVe"
-            source = _source([("", names.get(display, display), display)], "GloVe")
-        out += _cells(table, row + (" scaled" if scaled else ""), {s: getattr(r, s) for s in STATS}, None, source)
+            display = base.removesuffix("_Xavier") if labelled else r["source_display"]
+            if not pd.isna(display):
+                source = _source([("", names.get(display, display), display)], "GloVe")
+        out += _cells(table, row + (" scaled" if scaled else ""), {s: r[s] for s in STATS}, None, source)
     return out
 
 
@@ -273,11 +280,30 @@ def _cells(table: int, row: str, values: dict, n_seeds, source: str) -> list[dic
 OURS = {1: _results, 2: _layer_stats, 3: _table3, 4: _table4, 5: _table5, 6: _table6, 7: _results, 8: _layer_stats}
 
 
-def our_cells(results_dir) -> tuple[pd.DataFrame, list[str]]:
-    """Our table{1..8}.csv in the paper's (table, row, column) names, and a note per missing table."""
-    paths = {n: Path(results_dir) / f"table{n}.csv" for n in OURS}
-    csvs = {n: pd.read_csv(p) for n, p in paths.items() if p.exists()}
-    notes = [f"Table {n}: {p} is missing; skipped." for n, p in paths.items() if n not in csvs]
+TABLE_CSV = re.compile(r"table(\d+)\.csv")
+
+
+def _numbered(table_csvs) -> dict[int, Path]:
+    """{N: path} of the `table<N>.csv` among `table_csvs`; other files (table4_sensitivity.csv, ...) are ignored."""
+    if isinstance(table_csvs, (str, os.PathLike)):
+        table_csvs = [table_csvs]
+    paths: dict[int, Path] = {}
+    for path in map(Path, table_csvs):
+        match = TABLE_CSV.fullmatch(path.name)
+        if match is None or int(match.group(1)) not in OURS:
+            continue
+        n = int(match.group(1))
+        if n in paths:
+            raise ValueError(f"Table {n} is given twice: {paths[n]} and {path}")
+        paths[n] = path
+    return paths
+
+
+def our_cells(table_csvs) -> tuple[pd.DataFrame, list[str]]:
+    """Our tables (the `table<N>.csv` among `table_csvs`) in the paper's (table, row, column) names, and a note
+    per table of the paper's that is not among them."""
+    csvs = {n: pd.read_csv(p) for n, p in sorted(_numbered(table_csvs).items())}
+    notes = [f"Table {n}: not among our tables; skipped." for n in OURS if n not in csvs]
     displays = _known_displays(csvs)
     rows = [cell for n, frame in csvs.items() for cell in OURS[n](frame, n, displays)]
     return pd.DataFrame(rows, columns=["table", "row", "column", "ours", "n_seeds", "source"]), notes
@@ -562,15 +588,15 @@ def _tables_markdown(paper: pd.DataFrame, table: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
-def paper_comparison(results_dir, paper_tables, csv_path=None, md_path=None) -> pd.DataFrame:
-    """paper_comparison.csv / .md (default: in `results_dir`): our table{1..8}.csv beside the paper's numbers."""
-    results_dir = Path(results_dir)
+def paper_comparison(table_csvs, paper_tables, csv_path, md_path) -> pd.DataFrame:
+    """paper_comparison.csv / .md: our tables (the `table<N>.csv` among `table_csvs`) beside the paper's numbers."""
     paper = read_paper_tables(paper_tables)
-    ours, notes = our_cells(results_dir)
+    ours, notes = our_cells(table_csvs)
     table = compare(paper, ours)
+    names = ", ".join(p.name for _, p in sorted(_numbered(table_csvs).items())) or "none"
     md = (
-        f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_tables).name}) beside ours ({results_dir}): {len(table)} cells "
-        "with both values. Column names: `sigma` = σ over seeds (Tables 1, 3, 7) or of the layer's entries "
+        f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_tables).name}) beside ours ({names}): {len(table)} "
+        "cells with both values. Column names: `sigma` = σ over seeds (Tables 1, 3, 7) or of the layer's entries "
         "(Tables 2, 6, 8); `epoch` = mean best epoch; Table 3's `no/yes` = embedding trainable / position "
         "encoding. Seeds: the seeds behind our value.\n\n"
         + "".join(f"- {note}\n" for note in notes)
@@ -579,7 +605,5 @@ def paper_comparison(results_dir, paper_tables, csv_path=None, md_path=None) -> 
         + "\n"
         + _tables_markdown(paper, table)
     )
-    write_csv_md(
-        csv_path or results_dir / "paper_comparison.csv", md_path or results_dir / "paper_comparison.md", table, md
-    )
+    write_csv_md(csv_path, md_path, table, md)
     return table

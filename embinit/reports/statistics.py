@@ -11,10 +11,8 @@ import numpy as np
 import pandas as pd
 
 from embinit.layers.initializers import display_name, mean_std
-from embinit.io import atomic_path, write_text_atomic
 from embinit.layers.position_table import sinusoidal_table
-
-TASK_DISPLAY = {"sst2": "SST2", "mnli": "MNLI", "multi30k": "Multi30k", "iwslt2017": "IWSLT2017"}
+from embinit.reports.format import TASK_DISPLAY, markdown_table, write_csv_md
 
 
 def matrix_stats(x: np.ndarray) -> dict[str, float]:
@@ -29,18 +27,6 @@ def _range(s: dict) -> str:
 
 def _mean_sigma(s: dict) -> str:
     return f"{s['mean']:.4f} ({s['sigma']:.4f})"
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def _write(table: pd.DataFrame, markdown: str, out_csv: str, out_md: str) -> None:
-    with atomic_path(out_csv) as tmp:
-        table.to_csv(tmp, index=False)
-    write_text_atomic(out_md, markdown)
 
 
 def stats_rows(entries: list[dict]) -> pd.DataFrame:
@@ -75,29 +61,45 @@ def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.Data
             hit = group[group["task"] == task]
             row += [_range(hit.iloc[0]), _mean_sigma(hit.iloc[0])] if len(hit) else ["-", "-"]
         md_rows.append(row)
-    _write(table, _markdown(header, md_rows), out_csv, out_md)
+    write_csv_md(out_csv, out_md, table, markdown_table(header, md_rows))
     return table
 
 
 def write_table6(
-    layers: dict[str, str], src: str, pos_rows: int, pos_base: float, out_csv: str, out_md: str
+    layers: dict[str, str],
+    family: str,
+    source_display: str,
+    pos_rows: int,
+    pos_base: float,
+    out_csv: str,
+    out_md: str,
 ) -> pd.DataFrame:
     """Table 6: each layer (initializer -> .npy path) as is and scaled by sqrt(D), then P (its first pos_rows rows).
 
     Shows the scale mismatch the paper discusses: the model multiplies embeddings by sqrt(D) before adding P.
     P's mean depends on its length; the paper's 0.131 at D = 300 matches about 5,000 rows (config
     `table6.pos_rows`), not the model's max_len.
+
+    Rows are labelled with the block's `family` ("GloVe", "GloVe_Xavier"), as in Tables 2 and 8 (the paper's
+    Table 6 is a GloVe table, hence the default); the source actually used (`source_display`, e.g. a stand-in)
+    is the CSV's `source_display` column of the rows built from it, and the Markdown's note.
     """
     rows = []
     dim = None
     for initializer, path in layers.items():
         x = np.load(path)
         dim = x.shape[1]
-        label = display_name(initializer, src)
-        rows.append({"layer": label, **matrix_stats(x)})
-        rows.append({"layer": f"{label} scaled", **matrix_stats(x.astype(np.float64) * math.sqrt(dim))})
+        label = display_name(initializer, family)
+        source = source_display if "Pretrained" in initializer else None
+        rows.append({"layer": label, **matrix_stats(x), "source_display": source})
+        scaled = matrix_stats(x.astype(np.float64) * math.sqrt(dim))
+        rows.append({"layer": f"{label} scaled", **scaled, "source_display": source})
     rows.append({"layer": "Position encoding", **matrix_stats(sinusoidal_table(pos_rows, dim, pos_base))})
-    table = pd.DataFrame(rows, columns=["layer", "min", "max", "mean", "sigma"])
+    table = pd.DataFrame(rows, columns=["layer", "min", "max", "mean", "sigma", "source_display"])
     md_rows = [[r["layer"], f"{r['min']:.4f}", f"{r['max']:.4f}", _mean_sigma(r)] for r in rows]
-    _write(table, _markdown(["Layer", "Min", "Max", "Mean (sigma)"], md_rows), out_csv, out_md)
+    note = (
+        f"\nSource of the {family} rows: {source_display}. Position encoding: the first {pos_rows:,} rows of the "
+        f"sinusoidal table (base {pos_base:g}).\n"
+    )
+    write_csv_md(out_csv, out_md, table, markdown_table(["Layer", "Min", "Max", "Mean (sigma)"], md_rows) + note)
     return table

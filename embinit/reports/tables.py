@@ -1,4 +1,4 @@
-"""The paper's result tables (1, 3, 5, 7) and Figure 1, aggregated from training runs.
+"""The paper's result tables (1, 3, 5, 7), aggregated from training runs (Figure 1: embinit.reports.figures).
 
 A run is `(path, final.json dict)`. Means and sample stds (ddof=1, blank with one seed) are over seeds. Every
 CSV row names its block and the embedding sources that block actually used (name and display), so a stand-in
@@ -9,20 +9,16 @@ the block's `family` as the source name; the Markdown lists the sources under ea
 from __future__ import annotations
 
 import json
-import textwrap
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 from scipy import stats
 
 from embinit.layers.initializers import display_name
-from embinit.io import atomic_path, write_text_atomic
+from embinit.reports.format import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
 
-TASK_DISPLAY = {"sst2": "SST2", "mnli": "MNLI", "multi30k": "Multi30k", "iwslt2017": "IWSLT2017"}
 METRIC_DISPLAY = {"accuracy_pct": "Acc", "mismatched_accuracy_pct": "Mismatch", "bleu": "BLEU"}
 RUN_KEYS = ["block", "task", "kind", "initializer", "seed", "variant"]
 
@@ -40,19 +36,6 @@ def field(path: str, run: dict, key: str):
         raise KeyError(f"{path}: final.json has no key {key!r}") from None
 
 
-def format_mean_std(mean: float, std: float, digits: int = 1) -> str:
-    """'37.3 (0.4)'; just '37.3' when std is undefined (one seed); '-' when there is no value."""
-    if pd.isna(mean):
-        return "-"
-    return f"{mean:.{digits}f}" if pd.isna(std) else f"{mean:.{digits}f} ({std:.{digits}f})"
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub pipe table (pandas' to_markdown would need the extra `tabulate` package)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
-
-
 def block_sources(config: dict, block: str) -> tuple[str, str]:
     """('encoder=glove_de; decoder=glove', 'encoder=GloVe; decoder=GloVe'): the sources a block used."""
     if block not in config["blocks"]:
@@ -68,7 +51,8 @@ def block_sources(config: dict, block: str) -> tuple[str, str]:
 def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000, seed: int = 0) -> dict:
     """Paired (by seed) difference to Xavier: mean, paired t-test p-value and percentile bootstrap 95% CI.
 
-    Both series are indexed by seed. Seeds are resampled as pairs with a fixed RNG, so the CI is
+    Both series are indexed by seed. The CI is scipy's percentile bootstrap of the mean of the per-seed
+    differences (seeds resampled as pairs, `n_boot` resamples) with an RNG seeded by `seed`, so it is
     deterministic. With fewer than 2 pairs only the mean difference is defined.
     """
     pairs = pd.concat([values, xavier], axis=1, join="inner").dropna()
@@ -84,8 +68,14 @@ def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000
         with warnings.catch_warnings():  # constant differences make scipy warn; its p-value (0 or NaN) stands
             warnings.simplefilter("ignore", RuntimeWarning)
             out["p_paired_t"] = float(stats.ttest_rel(pairs.iloc[:, 0], pairs.iloc[:, 1]).pvalue)
-        boot = d[np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
-        out["ci_low"], out["ci_high"] = np.percentile(boot, [2.5, 97.5])
+        ci = stats.bootstrap(
+            (d,),
+            np.mean,
+            n_resamples=n_boot,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+        out["ci_low"], out["ci_high"] = float(ci.low), float(ci.high)
     return out
 
 
@@ -179,14 +169,7 @@ def summarize(long: pd.DataFrame, config: dict, n_boot: int = 10_000, boot_seed:
     return pd.DataFrame(rows)
 
 
-def write_csv_md(csv_path, md_path, frame: pd.DataFrame, markdown: str) -> None:
-    """Both outputs of a table, each written atomically."""
-    with atomic_path(csv_path) as tmp:
-        frame.to_csv(tmp, index=False)
-    write_text_atomic(md_path, markdown)
-
-
-def _ordered(values, order) -> list:
+def ordered(values, order) -> list:
     """The distinct `values` in the order of `order`, anything not listed there at the end."""
     present = list(dict.fromkeys(values))
     return [v for v in dict.fromkeys(order) if v in present] + [v for v in present if v not in order]
@@ -215,11 +198,11 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
             f"several blocks fill the same family/task cell: {list(clash[clash > 1].index)}; "
             "aggregate one block per family and task"
         )
-    tasks = _ordered(summary.task, list(TASK_DISPLAY))
-    families = _ordered(summary.family, [b["family"] for b in config["blocks"].values()])
+    tasks = ordered(summary.task, list(TASK_DISPLAY))
+    families = ordered(summary.family, [b["family"] for b in config["blocks"].values()])
     cell = summary.set_index(["family", "task", "initializer", "metric"])
     shown = summary.metric[summary.metric.isin(list(METRIC_DISPLAY))]  # sacreBLEU is in the CSV only
-    task_metrics = {t: _ordered(shown[summary.task == t], list(METRIC_DISPLAY)) for t in tasks}
+    task_metrics = {t: ordered(shown[summary.task == t], list(METRIC_DISPLAY)) for t in tasks}
 
     def table(render, suffix: str, epoch: bool) -> str:
         """One row per family x initializer; per task a cell per metric, then (optionally) the epoch."""
@@ -232,7 +215,7 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
         rows = []
         for family in families:
             rows.append([f"**{family}**"] + [""] * (len(header) - 1))
-            for init in _ordered(summary.initializer[summary.family == family], config["initializers"]):
+            for init in ordered(summary.initializer[summary.family == family], config["initializers"]):
                 row = [display_name(init, family)]
                 for task in tasks:
                     found = [
@@ -305,8 +288,8 @@ def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_see
 
     cell = summary.set_index(["initializer", "variant", "metric"])
     rows = []
-    for init in _ordered(summary.initializer, spec["initializers"]):
-        for variant in _ordered(summary.variant, spec["variants"]):
+    for init in ordered(summary.initializer, spec["initializers"]):
+        for variant in ordered(summary.variant, spec["variants"]):
             if (init, variant, "bleu") not in cell.index:
                 continue
             loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
@@ -359,7 +342,7 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
         raise ValueError(f"Table 5: no {variant} runs among the inputs")
     runs_frame = pd.DataFrame(rows)
     table = []
-    for block in _ordered(runs_frame.block, list(config["blocks"])):
+    for block in ordered(runs_frame.block, list(config["blocks"])):
         part = runs_frame[runs_frame.block == block]
         sources, display = block_sources(config, block)
         row = {
@@ -411,66 +394,3 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
     )
     write_csv_md(csv_path, md_path, table, md)
     return table
-
-
-def _epoch_metrics(path: Path, columns: list[str]) -> pd.DataFrame:
-    metrics = pd.read_parquet(path)
-    missing = [c for c in columns if c not in metrics.columns]
-    if missing:
-        raise KeyError(f"{path}: metrics.parquet has no column(s) {missing}")
-    return metrics[columns]
-
-
-def figure1(runs, config: dict, png_path, csv_path, variant: str = "base") -> pd.DataFrame:
-    """Figure 1: validation BLEU per epoch, mean and a band of one sigma over seeds; a panel per block.
-
-    Reads the metrics.parquet beside each final.json. Also writes the plotted curves as CSV.
-    """
-    spec = config["figure1"]
-    frames = []
-    for path, run in runs:
-        block, init = field(path, run, "block"), field(path, run, "initializer")
-        if block in spec["blocks"] and init in spec["initializers"] and field(path, run, "variant") == variant:
-            metrics = _epoch_metrics(Path(path).with_name("metrics.parquet"), ["epoch", "valid_paper_bleu"])
-            frames.append(metrics.assign(block=block, initializer=init, seed=field(path, run, "seed")))
-    columns = ["block", "initializer", "epoch", "valid_paper_bleu"]
-    curves = pd.concat(frames) if frames else pd.DataFrame(columns=columns)
-    missing = [b for b in spec["blocks"] if b not in set(curves.block)]
-    if missing:
-        raise ValueError(f"Figure 1: no {variant} runs of blocks {missing}")
-    curves = (
-        curves.groupby(["block", "initializer", "epoch"], sort=False)
-        .valid_paper_bleu.agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count")
-        .reset_index()
-    )
-    curves.insert(
-        2, "label", [display_name(i, config["blocks"][b]["family"]) for b, i in zip(curves.block, curves.initializer)]
-    )
-
-    fig = Figure(figsize=(5 * len(spec["blocks"]), 4), layout="constrained")
-    for ax, block in zip(fig.subplots(1, len(spec["blocks"]), squeeze=False)[0], spec["blocks"]):
-        part = curves[curves.block == block]
-        for init in _ordered(part.initializer, spec["initializers"]):
-            line = part[part.initializer == init].sort_values("epoch")
-            drawn = ax.plot(line.epoch, line.valid_bleu_mean, marker="o", markersize=3, label=line.label.iloc[0])
-            sigma = line.valid_bleu_std.fillna(0)  # one seed: no band
-            ax.fill_between(
-                line.epoch,
-                line.valid_bleu_mean - sigma,
-                line.valid_bleu_mean + sigma,
-                color=drawn[0].get_color(),
-                alpha=0.2,
-                linewidth=0,
-            )
-        task = config["blocks"][block]["task"]
-        task = TASK_DISPLAY.get(task, task)
-        ax.set_title(f"{task} ({block})\n" + textwrap.fill(block_sources(config, block)[1], 60), fontsize=8)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("Epoch")
-        ax.set_ylabel("Validation BLEU, paper's (mean ± σ over seeds)")
-        ax.legend(fontsize=8)
-    with atomic_path(png_path) as tmp:
-        fig.savefig(tmp, format="png", dpi=150)
-    with atomic_path(csv_path) as tmp:
-        curves.to_csv(tmp, index=False)
-    return curves

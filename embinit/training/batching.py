@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embinit.data.vocab import PAD
+from embinit.data.vocab import PAD, SPLIT_LAYOUT, TRANSLATION_COLUMNS
 
 
 def truncate(ids: np.ndarray, max_len: int) -> np.ndarray:
@@ -36,21 +36,18 @@ def pad(sequences: list[np.ndarray]) -> torch.Tensor:
 
 
 class TranslationData:
-    """German source ids, English target ids (both <bos> ... <eos>) and the references for BLEU: the text
-    (`ref`, for standard sacreBLEU) and its tokens in the block's own tokenization (`ref_tokens`, paper BLEU)."""
+    """German source ids, English target ids (both <bos> ... <eos>). The BLEU references are files of their
+    own (embinit.data.vocab.read_references)."""
 
     def __init__(self, path: str, max_len: int):
         frame = pd.read_parquet(path)
-        missing = {"src_ids", "tgt_ids", "ref", "ref_tokens"} - set(frame.columns)
-        if missing:
+        if set(frame.columns) != set(TRANSLATION_COLUMNS):
             raise ValueError(
-                f"{path}: no column(s) {sorted(missing)}; a tokenized split of an older layout "
-                "is rebuilt by the vocab rule of its task"
+                f"{path}: columns {sorted(frame.columns)}, expected {sorted(TRANSLATION_COLUMNS)} (tokenized-split "
+                f"layout {SPLIT_LAYOUT}); a tokenized split of an older layout is rebuilt by the vocab rule of its task"
             )
         self.src = _id_arrays(frame["src_ids"], max_len)
         self.tgt = _id_arrays(frame["tgt_ids"], max_len)
-        self.ref = frame["ref"].tolist()
-        self.ref_tokens = [list(tokens) for tokens in frame["ref_tokens"]]
 
     def __len__(self) -> int:
         return len(self.src)

@@ -1,0 +1,97 @@
+"""One epoch of a run: the model and its optimizer, the training pass (Adam steps over batches) and the
+validation loss."""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterable
+
+import numpy as np
+import torch
+import torch.nn as nn
+from tqdm import tqdm
+
+from embinit.data.vocab import PAD
+from embinit.models import Classifier, ModelConfig, Translator
+from embinit.training.batching import sorted_batches
+from embinit.training.device import autocast
+
+FINITE_CHECK_EVERY = 50  # steps between loss checks (each one waits for the GPU)
+
+
+def build_model(spec: dict, embeddings: dict[str, np.ndarray]) -> nn.Module:
+    config = ModelConfig.from_config(spec["model"], spec["variant"], embeddings["encoder"].shape[1])
+    if spec["kind"] == "translation":
+        return Translator(embeddings["encoder"], embeddings["decoder"], config)
+    return Classifier(embeddings["encoder"], spec["num_classes"], config)
+
+
+def adam(model: nn.Module, lr: float, train_cfg: dict) -> torch.optim.Adam:
+    """Adam over the trainable parameters, as one fused kernel per step on the CPU and CUDA alike (torch's
+    CPU default is a loop of about ten operations per parameter tensor; docs/performance.md)."""
+    return torch.optim.Adam(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=lr,
+        betas=tuple(train_cfg["adam_betas"]),
+        eps=train_cfg["adam_eps"],
+        fused=True,
+    )
+
+
+def batch_loss(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device
+) -> tuple[torch.Tensor, int]:
+    """Summed cross-entropy of one (CPU) batch and its number of terms: target tokens or examples."""
+    inputs, targets = batch
+    # counted on the CPU copy: no device sync
+    terms = int((targets[:, 1:] != PAD).sum()) if isinstance(model, Translator) else len(targets)
+    return model.loss(inputs.to(device), targets.to(device)), terms
+
+
+def check_finite(value: float, name: str, epoch: int, what: str) -> None:
+    if not np.isfinite(value):
+        raise FloatingPointError(f"run {name}: {what} became {value} in epoch {epoch}")
+
+
+def train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data,
+    batches: Iterable[np.ndarray],
+    device: torch.device,
+    bf16: bool,
+    name: str = "",
+    epoch: int = 0,
+) -> tuple[float, int]:
+    """One pass of Adam steps over `batches`; returns (mean loss per term, real non-pad tokens seen)."""
+    model.train()
+    lengths = data.lengths()
+    loss_sum = torch.zeros((), device=device)
+    terms = tokens = 0
+    progress = tqdm(batches, desc=f"{name} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10)
+    for step, indices in enumerate(progress, start=1):
+        with autocast(device, bf16):
+            loss, n = batch_loss(model, data.batch(indices), device)
+        optimizer.zero_grad(set_to_none=True)
+        (loss / n).backward()
+        optimizer.step()
+        loss_sum += loss.detach()
+        terms += n
+        tokens += int(lengths[indices].sum())
+        if step % FINITE_CHECK_EVERY == 0:
+            check_finite(loss_sum.item(), name, epoch, "training loss")
+            progress.set_postfix(loss=f"{loss_sum.item() / terms:.3f}")
+    check_finite(loss_sum.item(), name, epoch, "training loss")
+    return loss_sum.item() / terms, tokens
+
+
+@torch.no_grad()
+def evaluate_loss(model: nn.Module, data, batch_size: int, device: torch.device, bf16: bool) -> float:
+    model.eval()
+    loss_sum, terms = 0.0, 0
+    for indices in sorted_batches(data.lengths(), batch_size):
+        with autocast(device, bf16):
+            loss, n = batch_loss(model, data.batch(indices), device)
+        loss_sum += loss.item()
+        terms += n
+    return loss_sum / terms

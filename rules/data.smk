@@ -1,0 +1,79 @@
+# Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
+# splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
+
+
+rule fetch:
+    output:
+        RAW,
+    log:
+        fill(DATA_LOG, stage="fetch", name="{relpath}"),
+    wildcard_constraints:
+        relpath=_choice(config["remotes"]),
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    params:
+        remote=lambda wc: config["remotes"][wc.relpath],
+        # an object, which Snakemake leaves out of its rerun trigger: a new mirror or timeout refetches nothing
+        # (the lock file is no input for the same reason; fetch reads it, and retries network errors itself)
+        settings=FetchSettings.from_config(config),
+    script:
+        "../workflow_scripts/fetch.py"
+
+
+rule prefetch:
+    """Fetch everything the run_blocks (and Table 4) need, e.g. on a login node before a cluster run."""
+    input:
+        raw_inputs(config["run_blocks"]),
+        raw(config["table4"]["questions"]),
+    localrule: True
+
+
+# One rule per task, because each task has its own set of splits and sides.
+for _task, _tcfg in config["tasks"].items():
+
+    rule:
+        name:
+            f"prepare_{_task}"
+        input:
+            **{role: raw(path) for role, path in _tcfg["files"].items()},
+        output:
+            **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
+        log:
+            fill(DATA_LOG, stage="prepare", name=_task),
+        conda:
+            PIPELINE_ENV
+        params:
+            fmt=_tcfg["format"],
+        script:
+            "../workflow_scripts/prepare.py"
+
+    rule:
+        name:
+            f"vocab_{_task}"
+        input:
+            **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
+            tokenizer_file=tokenizer_input,
+        output:
+            **{f"vocab_{side}": fill(VOCAB, task=_task, side=side) for side in task_sides(_task)},
+            **{f"ids_{s}": fill(TOKENIZED, task=_task, split=s) for s in task_splits(_task)},
+            **({"detokenizer": fill(DETOKENIZER, task=_task)} if evaluated_splits(_task) else {}),
+            **{f"references_{s}": fill(REFERENCES, task=_task, split=s) for s in evaluated_splits(_task)},
+        log:
+            fill(DATA_LOG, stage="vocab", name=f"{_task}/{{tokenizer}}"),
+        wildcard_constraints:
+            tokenizer=_choice(["spacy", *config["sources"]]),
+        conda:
+            PIPELINE_ENV
+        resources:
+            mem_mb=8000,
+        params:
+            kind=_tcfg["kind"],
+            languages=_tcfg["languages"],
+            min_freq=_tcfg["min_freq"],
+            splits=task_splits(_task),
+            sides=task_sides(_task),
+            evaluated=evaluated_splits(_task),
+            layout=SPLIT_LAYOUT,  # a new column layout of the tokenized splits rebuilds them
+        script:
+            "../workflow_scripts/build_vocab.py"

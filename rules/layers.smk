@@ -1,0 +1,63 @@
+# Stage 2, embedding layers (embinit/layers): the pre-trained matrix of each block side, then one layer per
+# initializer and seed.
+
+
+rule extract_embeddings:
+    """Rows of the side's source for each vocabulary entry; missing words filled by `embeddings.missing`."""
+    input:
+        unpack(source_files),
+        vocab=lambda wc: block_path(VOCAB, wc.block, side=wc.side),
+    output:
+        npy=PRETRAINED,
+        meta=PRETRAINED_TOKENS,
+    log:
+        fill(LAYERS_LOG, name="extract_{side}"),
+    conda:
+        PIPELINE_ENV
+    resources:
+        mem_mb=8000,
+    params:
+        source=lambda wc: config["sources"][source_of(wc.block, wc.side)],
+        missing=config["embeddings"]["missing"],
+        missing_seed=config["embeddings"]["missing_seed"],
+    script:
+        "../workflow_scripts/extract_embeddings.py"
+
+
+rule initialize_embedding:
+    """The layer a run starts from. `fingerprint` changes when this initializer's params or code change."""
+    input:
+        vocab=lambda wc: block_path(VOCAB, wc.block, side=wc.side),
+        pretrained=pretrained_input,
+    output:
+        npy=EMBEDDING,
+    log:
+        fill(LAYERS_LOG, name="initialize_{init}_seed{seed}_{side}"),
+    conda:
+        PIPELINE_ENV
+    params:
+        initializer=lambda wc: wc.init,
+        params=lambda wc: config["initializer_params"].get(wc.init, {}),
+        fingerprint=lambda wc: fingerprint(wc.init, config["initializer_params"].get(wc.init, {})),
+        seed=lambda wc: int(wc.seed),
+        dim=lambda wc: dim_of(config, wc.block),
+        side=lambda wc: wc.side,
+    script:
+        "../workflow_scripts/initialize_embedding.py"
+
+
+rule embedding_matches:
+    """Matched / missing vocabulary rows per block side (GloVe lacks some words; every LM row exists)."""
+    input:
+        [e["meta"] for e in match_entries(config["run_blocks"])],
+    output:
+        report(output_path("embedding_matches"), caption="../report/embedding_matches.rst", category="Embeddings"),
+    log:
+        fill(REPORTS_LOG, name="embedding_matches"),
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    params:
+        entries=match_entries(config["run_blocks"]),
+    script:
+        "../workflow_scripts/embedding_matches.py"
