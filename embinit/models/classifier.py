@@ -29,6 +29,11 @@ class Classifier(nn.Module):
         pooled = (x * real).sum(1) / real.sum(1)  # (B, D)
         return self.output(pooled)
 
+    @staticmethod
+    def loss_terms(labels: torch.Tensor) -> int:
+        """How many terms `loss` sums: one per example."""
+        return len(labels)
+
     def loss(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Summed cross-entropy of the class logits (in fp32, also under autocast)."""
         return F.cross_entropy(self(ids).float(), labels, reduction="sum")

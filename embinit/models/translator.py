@@ -45,6 +45,11 @@ class Translator(nn.Module):
         memory, keep = self.encode(src)
         return self.output(self.decode(tgt, memory, keep))
 
+    @staticmethod
+    def loss_terms(tgt: torch.Tensor) -> int:
+        """How many terms `loss` sums for these targets: the real tokens after <bos>."""
+        return int((tgt[:, 1:] != PAD).sum())
+
     def loss(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Summed teacher-forced cross-entropy of tgt[:, 1:] given tgt[:, :-1], over its real (non-pad) tokens.
 

@@ -11,7 +11,6 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-from embinit.data.vocab import PAD
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.training.batching import sorted_batches
 from embinit.training.device import autocast
@@ -43,8 +42,7 @@ def batch_loss(
 ) -> tuple[torch.Tensor, int]:
     """Summed cross-entropy of one (CPU) batch and its number of terms: target tokens or examples."""
     inputs, targets = batch
-    # counted on the CPU copy: no device sync
-    terms = int((targets[:, 1:] != PAD).sum()) if isinstance(model, Translator) else len(targets)
+    terms = model.loss_terms(targets)  # counted on the CPU copy: no device sync
     return model.loss(inputs.to(device), targets.to(device)), terms
 
 
