@@ -45,6 +45,6 @@ onsuccess:
     print(f"\nDone. Tables (CSV for code, Markdown to read) are in {RES}/: " + ", ".join(config["outputs"]) + ".")
     print(f"Start with {RES}/paper_comparison.md (ours beside the paper's, finding by finding).")
     print(
-        "Next: the full offline run, --configfile config/offline-cpu.yaml (about an hour on 2 cores), or the "
+        "Next: the full offline run, --configfile config/offline-cpu.yaml (hours on 2 cores, in parts: README), or the "
         "paper's grid with internet and a GPU: snakemake --profile profiles/slurm results/table1.csv"
     )

@@ -12,13 +12,19 @@ second of training steps; GFLOP/s counts the step's matrix products (torch's Flo
 rate this process reaches on a large fp32 matrix product (the CPU's attainable peak). The last line is
 `ratio: X`, new tokens/s over old.
 
-  python bench/train_step.py --dim 300 [--quick] [--threads 2] [--data DIR]
+With --jobs k, the new step runs as k jobs side by side, each with threads / k threads and its own copy of the
+model, each training on the same batches (what `snakemake --set-threads train=1` does with the pipeline's
+runs); its throughput is all jobs' tokens over the wall time of the round. The old step stays one job with all
+threads, so the ratio is the machine's throughput, new over old.
+
+  python bench/train_step.py --dim 300 [--quick] [--threads 2] [--jobs 1] [--data DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import multiprocessing
 import tempfile
 import time
 import types
@@ -110,14 +116,50 @@ def matmul_peak(seconds: float = 2.0) -> float:
     return 2 * 2048**3 * count / (time.perf_counter() - began) / 1e9
 
 
-def load_data(path: str | None, seed: int) -> tuple[TranslationData, str]:
+def data_file(path: str | None, seed: int, scratch: Path) -> tuple[Path, str]:
+    """The tokenized Multi30k train split, else a synthetic Multi30k-like one written to `scratch`."""
     if path is None and (REAL_DATA / "train.parquet").exists():
         path = str(REAL_DATA)
     if path:
-        return TranslationData(Path(path) / "train.parquet", MAX_LEN), f"Multi30k train ({path})"
-    with tempfile.TemporaryDirectory() as tmp:
-        synthetic_pairs(Path(tmp) / "train.parquet", 29000, seed)
-        return TranslationData(Path(tmp) / "train.parquet", MAX_LEN), "synthetic Multi30k-like"
+        return Path(path) / "train.parquet", f"Multi30k train ({path})"
+    synthetic_pairs(scratch / "train.parquet", 29000, seed)
+    return scratch / "train.parquet", "synthetic Multi30k-like"
+
+
+def side_by_side_job(connection, dim: int, heads: int, threads: int, data_path: str, seed: int) -> None:
+    """One of the --jobs workers: the new step on its own model copy, one chunk of batches per request."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    data = TranslationData(data_path, MAX_LEN)
+    model = Translator(xavier(N_SRC, dim), xavier(N_TGT, dim), ModelConfig(heads=heads))
+    optimizer = adam(model, 2e-4, ADAM)
+    while (chunk := connection.recv()) is not None:
+        connection.send(train_epoch(model, optimizer, data, chunk, CPU, False)[1])
+
+
+class SideBySide:
+    """k worker processes that train the same chunk at once; `run` returns all their tokens."""
+
+    def __init__(self, jobs: int, threads: int, dim: int, heads: int, data_path: str, seed: int):
+        context = multiprocessing.get_context("spawn")
+        self.connections, self.workers = [], []
+        for _ in range(jobs):
+            parent, child = context.Pipe()
+            worker = context.Process(target=side_by_side_job, args=(child, dim, heads, threads, data_path, seed))
+            worker.start()
+            self.connections.append(parent)
+            self.workers.append(worker)
+
+    def run(self, chunk) -> int:
+        for connection in self.connections:
+            connection.send(chunk)
+        return sum(connection.recv() for connection in self.connections)
+
+    def close(self) -> None:
+        for connection in self.connections:
+            connection.send(None)
+        for worker in self.workers:
+            worker.join()
 
 
 def main() -> None:
@@ -130,6 +172,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=1, help="new step as this many jobs of threads / jobs threads")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
@@ -138,24 +181,36 @@ def main() -> None:
     torch.manual_seed(args.seed)
     heads = args.heads or (10 if args.dim in (50, 300) else 8)
 
-    data, source = load_data(args.data, args.seed)
+    scratch = tempfile.TemporaryDirectory()
+    path, source = data_file(args.data, args.seed, Path(scratch.name))
+    data = TranslationData(path, MAX_LEN)
     lengths = data.lengths()
     sampler = BucketBatchSampler(lengths, BATCH, 4, torch.Generator().manual_seed(args.seed))
     batches = [b for b, _ in zip(sampler, range(args.warmup + args.rounds * args.steps))]
     new = Translator(xavier(N_SRC, args.dim), xavier(N_TGT, args.dim), ModelConfig(heads=heads))
     old = as_old(new)
-    loops = {"old": (old, old_adam(old)), "new": (new, adam(new, 2e-4, ADAM))}
+    in_process = {"old": (old, old_adam(old)), "new": (new, adam(new, 2e-4, ADAM))}
+    loops = {
+        name: lambda chunk, m=m, o=o: train_epoch(m, o, data, chunk, CPU, False)[1]
+        for name, (m, o) in in_process.items()
+    }
+    side = None
+    if args.jobs > 1:  # the new step as jobs side by side, threads split between them
+        side = SideBySide(args.jobs, args.threads // args.jobs, args.dim, heads, str(path), args.seed)
+        loops["new"] = side.run
 
-    for model, optimizer in loops.values():
-        train_epoch(model, optimizer, data, batches[: args.warmup], CPU, False)
+    for run in loops.values():
+        run(batches[: args.warmup])
     tokens, seconds, cpu = dict.fromkeys(loops, 0), dict.fromkeys(loops, 0.0), dict.fromkeys(loops, 0.0)
     for r in range(args.rounds):
         chunk = batches[args.warmup + r * args.steps : args.warmup + (r + 1) * args.steps]
-        for name, (model, optimizer) in loops.items():
+        for name, run in loops.items():
             began, began_cpu = time.perf_counter(), time.process_time()
-            tokens[name] += train_epoch(model, optimizer, data, chunk, CPU, False)[1]  # the pipeline's own loop
+            tokens[name] += run(chunk)  # the pipeline's own loop (train_epoch), in this process or the jobs'
             seconds[name] += time.perf_counter() - began
             cpu[name] += time.process_time() - began_cpu
+    if side is not None:
+        side.close()
     timed = batches[args.warmup :]
     flops = step_flops(new, data, timed)  # the real tokens' products: the useful work of either step
     peak = matmul_peak()
@@ -164,6 +219,8 @@ def main() -> None:
         f"data: {source}; D = {args.dim}, {heads} heads, {new.num_parameters():,} parameters, batch {BATCH}; "
         f"cpu, {torch.get_num_threads()} threads; torch {torch.__version__}"
     )
+    if side is not None:
+        print(f"new: {args.jobs} jobs side by side, {args.threads // args.jobs} thread(s) each; old: one job")
     print(
         f"{args.rounds} rounds x {args.steps} steps per loop, alternating, after {args.warmup} warm-up steps; "
         f"{flops / sum(int(lengths[b].sum()) for b in timed) / 1e6:.1f} MFLOP per token (matrix products)"
@@ -172,11 +229,14 @@ def main() -> None:
     rate = {}
     for name in loops:
         rate[name] = tokens[name] / seconds[name]
-        gflops = flops / seconds[name] / 1e9
+        jobs = args.jobs if name == "new" and side is not None else 1
+        gflops = jobs * flops / seconds[name] / 1e9
+        cpu_note = "" if jobs > 1 else f" ({1000 * cpu[name] / len(timed):6.1f} ms CPU)"
         print(
-            f"{name}: {rate[name]:8.0f} tokens/s, {1000 * seconds[name] / len(timed):6.1f} ms/step "
-            f"({1000 * cpu[name] / len(timed):6.1f} ms CPU), {gflops:5.1f} GFLOP/s = {gflops / peak:.0%} of peak"
+            f"{name}: {rate[name]:8.0f} tokens/s, {1000 * seconds[name] / len(timed):6.1f} ms/step{cpu_note}, "
+            f"{gflops:5.1f} GFLOP/s = {gflops / peak:.0%} of peak"
         )
+    scratch.cleanup()
     print(f"ratio: {rate['new'] / rate['old']:.2f}")
 
 

@@ -439,6 +439,12 @@ def test_truncation_keeps_eos_and_batches_pad_with_pad(tmp_path):
         assert (src[row, length:] == PAD).all() and (src[row, :length] != PAD).all()
 
 
+def test_final_json_names_the_training_code(toy, tmp_path):
+    final = train_run(make_spec(toy, epochs=1), tmp_path)
+    assert final["training_code"] == checkpoint.code_digest()
+    assert json.loads((tmp_path / "final.json").read_text())["training_code"] == final["training_code"]
+
+
 def test_checkpoint_of_other_training_code_is_discarded(toy, tmp_path, monkeypatch):
     train_run(make_spec(toy, epochs=1), tmp_path)
     monkeypatch.setattr(checkpoint, "code_digest", lambda: "edited")

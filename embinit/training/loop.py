@@ -295,7 +295,8 @@ def select_classification(rows: list[dict]) -> dict:
 
 
 def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
-    """final.json: the run, the selected epoch's scores, the model's size, timings and the run's settings."""
+    """final.json: the run, the selected epoch's scores, the model's size, timings, the run's settings and the
+    sha256 of the training code (runs of equal `training_code` ran the same code, whatever the commit)."""
     spec, model = run.spec, run.model
     return {
         **spec["run"],
@@ -314,4 +315,5 @@ def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
         "device": describe(run.device),
         "pos_encoding": spec["variant"]["pos_encoding"],
         "embedding_trainable": spec["variant"]["embedding_trainable"],
+        "training_code": checkpoint.code_digest(),
     }
