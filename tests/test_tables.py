@@ -308,3 +308,74 @@ def test_figure1_reads_the_metrics_files_it_is_given_in_run_order(tmp_path):
     assert curves.set_index("initializer").valid_bleu_mean.to_dict() == pytest.approx(expected)
     with pytest.raises(ValueError, match="one per run"):
         figures.figure1(runs, metrics[:-1], CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
+
+
+VARIANTS = {
+    **CONFIG["variants"],
+    "rotary": {"pos_encoding": "rotary", "embedding_trainable": True},
+    "tied": {"pos_encoding": "sinusoidal", "embedding_trainable": True, "output_embedding": "tied"},
+}
+
+
+def test_table9_crosses_position_encodings_and_compares_with_xavier_under_each(tmp_path):
+    config = {
+        **CONFIG,
+        "variants": VARIANTS,
+        "table9": {
+            "blocks": ["multi30k_glove6b50d", "sst2_glove6b50d"],
+            "initializers": ["Xavier", "Pretrained"],
+            "variants": ["base", "rotary"],
+        },
+    }
+    bleu = {
+        ("Xavier", "base"): 30.0,
+        ("Pretrained", "base"): 27.0,
+        ("Xavier", "rotary"): 31.0,
+        ("Pretrained", "rotary"): 31.5,
+    }
+    runs = [
+        run("multi30k_glove6b50d", i, s, v, test_paper_bleu=b + s, test_sacrebleu=b)
+        for (i, v), b in bleu.items()
+        for s in range(3)
+    ]
+    runs += [run("sst2_glove6b50d", i, s, v, best_valid_acc=0.8) for (i, v) in bleu for s in range(3)]
+    runs += [run("multi30k_glove6b50d", "Pretrained", 0, "nopos", test_paper_bleu=1.0, test_sacrebleu=1.0)]
+    summary = tables.table9(save(tmp_path, runs), config, tmp_path / "t9.csv", tmp_path / "t9.md")
+    bleu_rows = summary[summary.metric == "bleu"].set_index(["variant", "initializer"])
+    assert bleu_rows.loc[("base", "Pretrained"), "diff_vs_xavier"] == pytest.approx(-3.0)
+    assert bleu_rows.loc[("rotary", "Pretrained"), "diff_vs_xavier"] == pytest.approx(0.5)  # same encoding only
+    assert "nopos" not in set(summary.variant)  # not in table9.variants
+    assert set(summary.pos_encoding) == {"sinusoidal", "rotary"}
+    md = (tmp_path / "t9.md").read_text()
+    assert md_has_row(md, "rotary", "GloVe", "32.5 (1.0)", "+0.5 [+0.5, +0.5] p<0.001")
+    assert md_has_row(md, "sinusoidal", "Xavier", "31.0 (1.0)", "-")
+
+
+def test_table11_compares_each_coupling_with_the_untied_model_of_the_same_initializer(tmp_path):
+    config = {
+        **CONFIG,
+        "variants": VARIANTS,
+        "table11": {
+            "blocks": ["multi30k_glove6b50d"],
+            "initializers": ["Xavier", "Pretrained"],
+            "variants": ["base", "tied"],
+        },
+    }
+    bleu = {
+        ("Xavier", "base"): 30.0,
+        ("Pretrained", "base"): 27.0,
+        ("Xavier", "tied"): 29.0,
+        ("Pretrained", "tied"): 29.0,
+    }
+    runs = [
+        run("multi30k_glove6b50d", i, s, v, test_paper_bleu=b + s * (v == "tied"), test_sacrebleu=b)
+        for (i, v), b in bleu.items()
+        for s in range(2)
+    ]
+    summary = tables.table11(save(tmp_path, runs), config, tmp_path / "t11.csv", tmp_path / "t11.md")
+    rows = summary[summary.metric == "bleu"].set_index(["variant", "initializer"])
+    assert rows.loc[("tied", "Pretrained"), "diff_vs_base"] == pytest.approx(2.5)  # (29 - 27) and (30 - 27)
+    assert rows.loc[("tied", "Xavier"), "diff_vs_base"] == pytest.approx(-0.5)
+    assert np.isnan(rows.loc[("base", "Xavier"), "diff_vs_base"]) and "diff_vs_xavier" not in summary
+    assert list(rows.loc[("tied", "Xavier"), ["output_embedding"]]) == ["tied"]
+    assert md_has_row((tmp_path / "t11.md").read_text(), "untied", "GloVe", "27.0 (0.0)", "-")

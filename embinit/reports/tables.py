@@ -134,18 +134,31 @@ def _long(runs, metrics, keep) -> pd.DataFrame:
     return long
 
 
-def summarize(long: pd.DataFrame, config: dict, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
-    """Per block, variant, initializer and metric: mean, std, n_seeds, mean best epoch, comparison to Xavier."""
+def summarize(
+    long: pd.DataFrame,
+    config: dict,
+    n_boot: int = 10_000,
+    boot_seed: int = 0,
+    versus: tuple[str, str] = ("initializer", "Xavier"),
+) -> pd.DataFrame:
+    """Per block, variant, initializer and metric: mean, std, n_seeds, mean best epoch, and the paired comparison
+    to the reference `versus` = (column, value) of the same block and metric: by default Xavier of the same
+    variant (columns `diff_vs_xavier`, ...); ("variant", "base") compares each variant with the base model of
+    the same initializer (`diff_vs_base`)."""
     if long.empty:
         raise ValueError("no runs match this table (check the inputs' blocks, initializers and variants)")
+    column, reference = versus
+    other = "variant" if column == "initializer" else "initializer"
     keys = ["block", "variant", "initializer", "metric"]
     rows = []
     for (block, variant, init, metric), group in long.groupby(keys, sort=False):
         values = group.set_index("seed")["value"]
-        xavier = long[
-            (long.block == block) & (long.variant == variant) & (long.metric == metric) & (long.initializer == "Xavier")
-        ].set_index("seed")["value"]
-        comparison = compare_to_xavier(values, xavier if init != "Xavier" else xavier.iloc[:0], n_boot, boot_seed)
+        cell = {"initializer": init, "variant": variant}
+        same = (long.block == block) & (long.metric == metric) & (long[other] == cell[other])
+        base = long[same & (long[column] == reference)].set_index("seed")["value"]
+        comparison = compare_to_xavier(values, base if cell[column] != reference else base.iloc[:0], n_boot, boot_seed)
+        if versus != ("initializer", "Xavier"):
+            comparison[f"diff_vs_{reference.lower()}"] = comparison.pop("diff_vs_xavier")
         family = config["blocks"][block]["family"]
         sources, display = block_sources(config, block)
         rows.append(
@@ -228,22 +241,24 @@ def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
                 rows.append(row)
         return markdown_table(header, rows)
 
-    def paired(c) -> str:
-        if pd.isna(c.diff_vs_xavier):
-            return "-"
-        ci = "" if pd.isna(c.ci_low) else f" [{c.ci_low:+.1f}, {c.ci_high:+.1f}]"
-        p = "" if pd.isna(c.p_paired_t) else f" p={c.p_paired_t:.3f}" if c.p_paired_t >= 0.001 else " p<0.001"
-        return f"{c.diff_vs_xavier:+.1f}{ci}{p}"
-
     return (
         f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
         + table(lambda c: format_mean_std(c["mean"], c["std"]), " (σ)", epoch=True)
         + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
         "mean [bootstrap 95% CI], paired t-test p.\n\n"
-        + table(paired, " Δ", epoch=False)
+        + table(lambda c: paired_cell(c, c.diff_vs_xavier), " Δ", epoch=False)
         + "\n"
         + _sources_note(summary)
     )
+
+
+def paired_cell(c, diff: float) -> str:
+    """'+1.2 [-0.3, +2.8] p=0.041': the paired difference, its bootstrap CI and t-test p; '-' without pairs."""
+    if pd.isna(diff):
+        return "-"
+    ci = "" if pd.isna(c.ci_low) else f" [{c.ci_low:+.1f}, {c.ci_high:+.1f}]"
+    p = "" if pd.isna(c.p_paired_t) else f" p={c.p_paired_t:.3f}" if c.p_paired_t >= 0.001 else " p<0.001"
+    return f"{diff:+.1f}{ci}{p}"
 
 
 def _table1_summary(runs, config, initializers, variant, n_boot, boot_seed) -> pd.DataFrame:
@@ -308,6 +323,89 @@ def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_see
         + markdown_table(header, rows)
         + "\n"
         + _sources_note(summary)
+    )
+    write_csv_md(csv_path, md_path, summary, md)
+    return summary
+
+
+def _crossed(runs, config: dict, spec: dict, versus: tuple[str, str], n_boot: int, boot_seed: int) -> pd.DataFrame:
+    """Table 1's summary of `spec`'s blocks x initializers x variants, compared with `versus`."""
+    long = _long(
+        runs,
+        _table1_metrics,
+        lambda r: r["block"] in spec["blocks"]
+        and r["initializer"] in spec["initializers"]
+        and r["variant"] in spec["variants"],
+    )
+    return summarize(long, config, n_boot, boot_seed, versus)
+
+
+def _crossed_layout(summary: pd.DataFrame, spec: dict, title: str, setting: str, shown, diff: str, why: str) -> str:
+    """A row per variant x initializer (variant shown as `shown(variant)` under the header `setting`); per block
+    its main metric (mean (σ)) and the paired difference `diff` (the summary's column)."""
+    blocks = ordered(summary.block, spec["blocks"])
+    main = {b: "bleu" if "bleu" in set(summary.metric[summary.block == b]) else "accuracy_pct" for b in blocks}
+    cell = summary.set_index(["block", "variant", "initializer", "metric"])
+    header = [setting, "Embedding"]
+    for b in blocks:
+        name = f"{TASK_DISPLAY.get(summary.task[summary.block == b].iloc[0], b)} {METRIC_DISPLAY[main[b]]}"
+        header += [f"{name} (σ)", f"{name} Δ"]
+    rows = []
+    for variant in ordered(summary.variant, spec["variants"]):
+        for init in ordered(summary.initializer, spec["initializers"]):
+            row = [shown(variant), summary.label[summary.initializer == init].iloc[0]]
+            for b in blocks:
+                key = (b, variant, init, main[b])
+                c = cell.loc[key] if key in cell.index else None
+                row += ["-", "-"] if c is None else [format_mean_std(c["mean"], c["std"]), paired_cell(c, c[diff])]
+            rows.append(row)
+    return (
+        f"# {title}\n\n{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired "
+        "difference (by seed) with its bootstrap 95% CI and paired t-test p.\n\n"
+        + markdown_table(header, rows)
+        + "\n"
+        + _sources_note(summary)
+    )
+
+
+def table9(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+    """Table 9 (beyond the paper): initializers x position encodings (config `table9`), each compared with Xavier
+    under the same position encoding. Does a pre-trained layer still lose once the position encoding no longer
+    adds to the embedding (rotary, relative: they act on attention)?"""
+    spec = config["table9"]
+    summary = _crossed(runs, config, spec, ("initializer", "Xavier"), n_boot, boot_seed)
+    summary.insert(4, "pos_encoding", summary.variant.map(lambda v: config["variants"][v]["pos_encoding"]))
+    md = _crossed_layout(
+        summary,
+        spec,
+        "Table 9 (beyond the paper): position encodings",
+        "Position encoding",
+        lambda v: config["variants"][v]["pos_encoding"],
+        "diff_vs_xavier",
+        "Δ against Xavier with the same position encoding. sinusoidal and learned add P to the scaled embedding; "
+        "rotary (queries and keys rotated) and relative (a learned bias on the attention scores) leave it alone; "
+        "none has no position information.",
+    )
+    write_csv_md(csv_path, md_path, summary, md)
+    return summary
+
+
+def table11(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+    """Table 11 (beyond the paper): the translator's output embedding untied (the paper's), tied to the decoder's
+    input embedding, or its own matrix initialized from the same layer (config `table11`), each compared with
+    the untied model (variant `base`) of the same initializer and seed."""
+    spec = config["table11"]
+    summary = _crossed(runs, config, spec, ("variant", "base"), n_boot, boot_seed)
+    coupling = summary.variant.map(lambda v: config["variants"][v].get("output_embedding", "untied"))
+    summary.insert(4, "output_embedding", coupling)
+    md = _crossed_layout(
+        summary,
+        spec,
+        "Table 11 (beyond the paper): output-embedding coupling",
+        "Output embedding",
+        lambda v: config["variants"][v].get("output_embedding", "untied"),
+        "diff_vs_base",
+        "Δ against the untied model (variant base) of the same initializer and seed.",
     )
     write_csv_md(csv_path, md_path, summary, md)
     return summary
