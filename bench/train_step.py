@@ -58,7 +58,7 @@ def old_dropout(self, x):
     return x * keep * (1.0 / (1.0 - self.p))
 
 
-def old_attend(self, x, k, v, keep=None, causal=False):
+def old_attend(self, x, k, v, keep=None, causal=False, position=None, start=0):  # sinusoidal: position unused here
     batch, length, dim = x.shape
     y = F.scaled_dot_product_attention(
         self.split(self.query(x)),

@@ -55,11 +55,20 @@ def validate(config: dict, schema_path, files) -> None:
 
 def check(config: dict) -> None:
     """Raise ConfigError naming the key if a name does not refer to something defined, or a value does not fit
-    where it is used."""
+    where it is used.
+
+    The `extensions` files are loaded first (embinit.extensions.load), so the names they register are allowed.
+    """
+    from embinit.extensions import ExtensionError, load as load_extensions
     from embinit.layers.pretrained import MISSING_POLICIES
     from embinit.layers.initializers import INITIALIZERS as REGISTRY
     from embinit.models.position import POSITION_ENCODINGS
 
+    for i, path in enumerate(config.get("extensions") or []):
+        try:
+            load_extensions([path])
+        except ExtensionError as e:
+            raise ConfigError(f"config key extensions[{i}]: {e}") from None
     if config["mirror"] is not None and not Path(config["mirror"]).is_dir():
         raise ConfigError(f"config key mirror: directory {config['mirror']!r} does not exist")
     for i, name in enumerate(config["initializers"]):
@@ -68,6 +77,9 @@ def check(config: dict) -> None:
         _require(name, REGISTRY, f"initializer_params.{name}")
         _check_params(REGISTRY[name], params, f"initializer_params.{name}")
     _require(config["embeddings"]["missing"], MISSING_POLICIES, "embeddings.missing")
+    for name, params in config["embeddings"]["missing_params"].items():  # by policy, as initializer_params
+        _require(name, MISSING_POLICIES, f"embeddings.missing_params.{name}")
+        _check_params(MISSING_POLICIES[name], params, f"embeddings.missing_params.{name}", skip=1)
     for name, variant in config["variants"].items():
         _require(variant["pos_encoding"], POSITION_ENCODINGS, f"variants.{name}.pos_encoding")
     for i, block in enumerate(config["run_blocks"]):
@@ -93,34 +105,72 @@ def check(config: dict) -> None:
     for name in config["figure1"].get("seeds", {}):  # a block not in the figure is allowed: an overlay such as
         _require(name, config["blocks"], f"figure1.seeds.{name}")  # offline-cpu.yaml cannot delete keys
     _require(config["table4"]["questions"], config["remotes"], "table4.questions")
+    _check_beyond(config, REGISTRY)
     _check_outputs(config)
     _check_heads(config)
 
 
-def _check_params(fn, params: dict, key: str) -> None:
-    """Each parameter must be one the initializer takes (after `pretrained, shape, rng`), with a value its
-    `Literal[...]` annotation allows when it has one."""
-    accepted = list(inspect.signature(fn).parameters)[3:]
-    hints = typing.get_type_hints(fn)
+def _check_params(fn, params: dict, key: str, skip: int = 3) -> None:
+    """Each parameter must be one the function takes (after its first `skip`: an initializer's `pretrained, shape,
+    rng`, a missing-row policy's `ctx`), of its annotated type (`int`, `float`, `str`, `bool`), with a value its
+    `Literal[...]` annotation allows when it has one, and no less than an `Annotated[..., AtLeast(x)]` bound."""
+    from embinit.layers.initializers import AtLeast
+
+    accepted = list(inspect.signature(fn).parameters)[skip:]
+    hints = typing.get_type_hints(fn, include_extras=True)
     for name, value in params.items():
         _require(name, accepted, f"{key}.{name}")
-        if typing.get_origin(hints.get(name)) is typing.Literal:
-            _require(value, typing.get_args(hints[name]), f"{key}.{name}")
+        hint, bounds = hints.get(name), []
+        if typing.get_origin(hint) is typing.Annotated:
+            hint, *extras = typing.get_args(hint)
+            bounds = [x.value for x in extras if isinstance(x, AtLeast)]
+        if typing.get_origin(hint) is typing.Literal:
+            _require(value, typing.get_args(hint), f"{key}.{name}")
+        elif hint in _TYPES and not _TYPES[hint](value):
+            raise ConfigError(f"config key {key}.{name}: {value!r} is not {_TYPE_NAMES[hint]}")
+        for bound in bounds:
+            if not _TYPES[float](value) or value < bound:
+                raise ConfigError(f"config key {key}.{name}: {value!r} is less than the minimum {bound}")
+
+
+_TYPES = {
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+    bool: lambda v: isinstance(v, bool),
+}
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _check_beyond(config: dict, initializers: dict) -> None:
+    """Tables 9-11 and Figure 2 (beyond the paper) name blocks, initializers and variants that exist."""
+    for key in ("table9", "table11", "figure2"):
+        for i, name in enumerate(config[key]["blocks"]):
+            _require(name, config["blocks"], f"{key}.blocks[{i}]")
+    _require(config["table10"]["block"], config["blocks"], "table10.block")
+    for key in ("table9", "table10", "table11", "figure2"):
+        for i, name in enumerate(config[key]["initializers"]):
+            _require(name, initializers, f"{key}.initializers[{i}]")
+    for key in ("table9", "table11"):
+        for i, name in enumerate(config[key]["variants"]):
+            _require(name, config["variants"], f"{key}.variants[{i}]")
 
 
 def _check_outputs(config: dict) -> None:
-    """Table 3 and Figure 1 report BLEU, so need translation blocks; Tables 4 and 6 read a side's
-    pre-trained layer, so need a side with a source."""
-    bleu = [
+    """Table 3 and Figure 1 report BLEU and Table 11 couples the translator's output embedding, so they need
+    translation blocks; Tables 4, 6 and 10 read a side's pre-trained layer, so need a side with a source."""
+    translation = [
         ("table3.block", config["table3"]["block"]),
         *((f"figure1.blocks[{i}]", name) for i, name in enumerate(config["figure1"]["blocks"])),
+        *((f"table11.blocks[{i}]", name) for i, name in enumerate(config["table11"]["blocks"])),
     ]
-    for key, name in bleu:
+    for key, name in translation:
         if config["tasks"][config["blocks"][name]["task"]]["kind"] != "translation":
             raise ConfigError(
-                f"config key {key}: block {name!r} is not a translation block; Table 3 and Figure 1 report BLEU"
+                f"config key {key}: block {name!r} is not a translation block; Table 3 and Figure 1 report BLEU, "
+                "Table 11 couples the translator's output embedding"
             )
-    for table in ("table4", "table6"):
+    for table in ("table4", "table6", "table10"):
         name, side = config[table]["block"], config[table]["side"]
         _require(side, sides_of(config, name), f"{table}.side")
         if config["blocks"][name]["sources"][side] is None:
@@ -191,9 +241,10 @@ def valid_bleu_of(config: dict, block: str, initializer: str, variant: str) -> b
 
 
 def trained_blocks(config: dict) -> list[str]:
-    """Blocks whose models train: run_blocks, Table 3's block and Figure 1's blocks (which train their own runs,
-    in run_blocks or not)."""
-    named = [*config["run_blocks"], config["table3"]["block"], *config["figure1"]["blocks"]]
+    """Blocks whose models train: run_blocks and the blocks of Tables 3, 9, 10, 11 and Figures 1, 2 (which train
+    their own runs, in run_blocks or not)."""
+    named = [*config["run_blocks"], config["table3"]["block"], *config["figure1"]["blocks"], config["table10"]["block"]]
+    named += [*config["table9"]["blocks"], *config["table11"]["blocks"], *config["figure2"]["blocks"]]
     return list(dict.fromkeys(named))
 
 

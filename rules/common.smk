@@ -8,6 +8,7 @@ from embinit.config import dim_of, initializers_of, seeds_of, sides_of, tokenize
 from embinit.data.fetch import FetchSettings
 from embinit.data.prepare import splits_of
 from embinit.data.vocab import SPLIT_LAYOUT
+from embinit.extensions import fingerprint as extensions_fingerprint
 from embinit.layers.initializers import INITIALIZERS, fingerprint, reads_pretrained
 from embinit.training import Placement
 
@@ -18,6 +19,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.en
 PIPELINE_ENV = "../envs/pipeline.yaml"
 DATA = config["data_dir"]
 RES = config["results_dir"]
+EXTENSIONS = config["extensions"]  # loaded by embinit.config.check; jobs load them again (params.extensions)
+EXTENSIONS_FINGERPRINT = extensions_fingerprint(EXTENSIONS)  # their content: a change reruns what uses them
 
 # Artifact paths; {braces} are wildcards. Data stage (under data_dir):
 RAW = f"{DATA}/raw/{{relpath}}"
@@ -36,13 +39,14 @@ LAYERS_LOG = f"{RES}/{{block}}/logs/{{name}}.log"
 RUN = f"{RES}/{{block}}/{{init}}/seed{{seed}}/{{variant}}"
 FINAL = f"{RUN}/final.json"
 METRICS = f"{RUN}/metrics.parquet"
+TRAINED = f"{RUN}/embeddings.npz"  # the reported state's input embedding layers, by side
 TRAIN_LOG = f"{RUN}/train.log"
 # Reports stage: an output named in config `outputs` is {RES}/<name>.csv (+ .md), or .png for figures.
 TABLE = f"{RES}/{{name}}.csv"
 TABLE_MD = f"{RES}/{{name}}.md"
 FIGURE = f"{RES}/{{name}}.png"
 REPORTS_LOG = f"{RES}/logs/{{name}}.log"
-FIGURES = ("figure1",)
+FIGURES = ("figure1", "figure2")
 
 
 def fill(template, **wildcards):
@@ -170,6 +174,7 @@ def train_spec(wc):
         "num_classes": task.get("num_classes"),
         "tokenizer": tokenizer_of(config, wc.block),
         "languages": task["languages"],
+        "extensions": EXTENSIONS_FINGERPRINT,
         "run": {
             "block": wc.block,
             "task": task_of(wc.block),
@@ -210,9 +215,10 @@ def output_path(name):
     return fill(FIGURE if name in FIGURES else TABLE, name=name)
 
 
-def report_config():
-    """The config sections the report scripts read (a change in them rebuilds the reports)."""
-    keys = ("blocks", "sources", "initializers", "variants", "tasks", "model", "table3", "table4", "figure1")
+def report_config(*sections):
+    """The config sections a report script reads: the names every report uses, and `sections` (e.g. "table3");
+    a change in them rebuilds the report."""
+    keys = ("blocks", "sources", "initializers", "variants", "tasks", "model", *sections)
     return {k: config[k] for k in keys}
 
 
@@ -273,6 +279,31 @@ def table6_layers():
 def figure1_runs(template):
     f1 = config["figure1"]
     return base_runs(f1["blocks"], f1["initializers"], seeds=f1.get("seeds", {}), template=template)
+
+
+def crossed_runs(key):
+    """final.json of config `key` (table9, table11): its blocks x initializers x variants, every seed."""
+    spec = config[key]
+    return [
+        run for variant in spec["variants"] for run in base_runs(spec["blocks"], spec["initializers"], variant=variant)
+    ]
+
+
+def figure2_runs(template):
+    return base_runs(config["figure2"]["blocks"], config["figure2"]["initializers"], template=template)
+
+
+def table10_runs(template):
+    """Table 10's runs (FINAL, TRAINED) or their starting layers (EMBEDDING), in one order."""
+    t10 = config["table10"]
+    if template == EMBEDDING:
+        return [
+            fill(EMBEDDING, block=t10["block"], init=i, seed=s, side=t10["side"])
+            for i in initializers_of(config, t10["block"])
+            if i in t10["initializers"]
+            for s in range(len(seeds_of(config, t10["block"])))
+        ]
+    return base_runs([t10["block"]], t10["initializers"], template=template)
 
 
 def table4_layer(template):

@@ -19,7 +19,10 @@ rule extract_embeddings:
     params:
         source=lambda wc: config["sources"][source_of(wc.block, wc.side)],
         missing=config["embeddings"]["missing"],
+        missing_params=config["embeddings"]["missing_params"].get(config["embeddings"]["missing"], {}),
         missing_seed=config["embeddings"]["missing_seed"],
+        extensions=EXTENSIONS,
+        extensions_fingerprint=EXTENSIONS_FINGERPRINT,
     script:
         "../workflow_scripts/extract_embeddings.py"
 
@@ -42,6 +45,7 @@ rule initialize_embedding:
         seed=lambda wc: int(wc.seed),
         dim=lambda wc: dim_of(config, wc.block),
         side=lambda wc: wc.side,
+        extensions=EXTENSIONS,
     script:
         "../workflow_scripts/initialize_embedding.py"
 

@@ -67,7 +67,7 @@ for _table in ("table4", "table4_sensitivity"):
         resources:
             mem_mb=4000,
         params:
-            config=report_config(),  # a changed seed, pos_enc, pos_rows or sensitivity_rows rebuilds it
+            config=report_config("table4"),  # a changed seed, pos_enc, pos_rows or sensitivity_rows rebuilds it
         script:
             "../workflow_scripts/analogy.py"
 
@@ -108,7 +108,7 @@ rule table3:
         PIPELINE_ENV
     params:
         table="3",
-        config=report_config(),
+        config=report_config("table3"),
     script:
         "../workflow_scripts/tables.py"
 
@@ -128,7 +128,73 @@ rule figure1:
         PIPELINE_ENV
     params:
         table="figure1",
-        config=report_config(),
+        config=report_config("figure1"),
+    script:
+        "../workflow_scripts/tables.py"
+
+
+# Beyond the paper: Tables 9 and 11 in Table 1's format, Table 10 (analogy after training), Figure 2 (mechanism).
+for _table in ("table9", "table11"):
+
+    rule:
+        name:
+            _table
+        input:
+            crossed_runs(_table),
+        output:
+            csv=report(output_path(_table), caption=f"../report/{_table}.rst", category="Beyond the paper"),
+            md=fill(TABLE_MD, name=_table),
+        log:
+            fill(REPORTS_LOG, name=_table),
+        localrule: True
+        conda:
+            PIPELINE_ENV
+        params:
+            table=_table.removeprefix("table"),
+            config=report_config(_table),
+        script:
+            "../workflow_scripts/tables.py"
+
+
+rule table10:
+    """Table 4's analogy accuracy on each trained model's embedding layer, before and after training."""
+    input:
+        runs=table10_runs(FINAL),
+        trained=table10_runs(TRAINED),
+        initial=table10_runs(EMBEDDING),
+        tokens=fill(PRETRAINED_TOKENS, block=config["table10"]["block"], side=config["table10"]["side"]),
+        questions=raw(config["table4"]["questions"]),
+    output:
+        csv=report(output_path("table10"), caption="../report/table10.rst", category="Beyond the paper"),
+        md=fill(TABLE_MD, name="table10"),
+    log:
+        fill(REPORTS_LOG, name="table10"),
+    conda:
+        PIPELINE_ENV
+    resources:
+        mem_mb=4000,
+    params:
+        config=report_config("table10", "table4"),
+    script:
+        "../workflow_scripts/analogy.py"
+
+
+rule figure2:
+    """The mechanism metrics per epoch: a panel per quantity, a line per initializer, one sigma over seeds."""
+    input:
+        runs=figure2_runs(FINAL),
+        metrics=figure2_runs(METRICS),
+    output:
+        png=report(output_path("figure2"), caption="../report/figure2.rst", category="Beyond the paper"),
+        csv=fill(TABLE, name="figure2"),
+    log:
+        fill(REPORTS_LOG, name="figure2"),
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    params:
+        table="figure2",
+        config=report_config("figure2"),
     script:
         "../workflow_scripts/tables.py"
 

@@ -8,6 +8,7 @@ rule train:
     output:
         final=FINAL,
         metrics=METRICS,
+        embeddings=TRAINED,
     log:
         TRAIN_LOG,
     conda:
@@ -20,6 +21,7 @@ rule train:
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],
     params:
         spec=train_spec,
+        extensions=EXTENSIONS,
         # an object, which Snakemake leaves out of its rerun trigger: where a run runs is not what it is
         placement=Placement.from_config(config),
     script:

@@ -1,5 +1,7 @@
 """Closed forms of the models' parameter counts, against which tests check num_parameters()."""
 
+RELATIVE_BUCKETS = 32  # embinit.models.position.RelativeBias.buckets
+
 
 def encoder_layer_parameters(dim: int, ffn_dim: int) -> int:
     attention = 4 * (dim * dim + dim)
@@ -11,6 +13,12 @@ def decoder_layer_parameters(dim: int, ffn_dim: int) -> int:
     return encoder_layer_parameters(dim, ffn_dim) + 4 * (dim * dim + dim) + 2 * dim
 
 
+def position_parameters(pos_encoding: str, dim: int, max_len: int, heads: int) -> int:
+    """One stack's position encoding: learned has a max_len x D table, relative a buckets x heads table;
+    sinusoidal, rotary and none have none."""
+    return {"learned": max_len * dim, "relative": RELATIVE_BUCKETS * heads}.get(pos_encoding, 0)
+
+
 def translator_parameters(
     n_src: int,
     n_tgt: int,
@@ -19,12 +27,14 @@ def translator_parameters(
     layers: int = 3,
     pos_encoding: str = "sinusoidal",
     max_len: int = 256,
+    heads: int = 8,
+    output_embedding: str = "untied",
 ) -> int:
-    """Closed form of Translator.num_parameters()."""
-    positions = max_len * dim if pos_encoding == "learned" else 0
-    embeddings = (n_src + n_tgt) * dim + 2 * positions
+    """Closed form of Translator.num_parameters(): a tied output weight is the decoder's embedding (counted once)."""
+    embeddings = (n_src + n_tgt) * dim + 2 * position_parameters(pos_encoding, dim, max_len, heads)
     stacks = layers * (encoder_layer_parameters(dim, ffn_dim) + decoder_layer_parameters(dim, ffn_dim))
-    return embeddings + stacks + dim * n_tgt + n_tgt
+    output = (0 if output_embedding == "tied" else dim * n_tgt) + n_tgt
+    return embeddings + stacks + output
 
 
 def classifier_parameters(
@@ -35,8 +45,9 @@ def classifier_parameters(
     layers: int = 3,
     pos_encoding: str = "sinusoidal",
     max_len: int = 256,
+    heads: int = 8,
 ) -> int:
     """Closed form of Classifier.num_parameters()."""
-    positions = max_len * dim if pos_encoding == "learned" else 0
+    positions = position_parameters(pos_encoding, dim, max_len, heads)
     encoder = layers * encoder_layer_parameters(dim, ffn_dim)
     return n_vocab * dim + positions + encoder + dim * num_classes + num_classes

@@ -66,6 +66,10 @@ def tiny_mirror(tmp_path: Path) -> Path:
     return root
 
 
+# metrics.parquet columns that depend on the machine, not on what was computed
+TIMING = ["train_seconds", "valid_seconds", "tokens_per_second", "mechanism_seconds"]
+
+
 def load_default_config() -> dict:
     return yaml.safe_load((REPO / "config.yaml").read_text())
 

@@ -2,6 +2,7 @@
 
 import gzip
 import importlib.metadata
+import json
 
 import numpy as np
 import pandas as pd
@@ -276,3 +277,98 @@ def test_position_encoding_leaves_real_glove_analogies_intact(multi30k_glove6b50
     )
     literal = analogy.analogy_accuracy(analogy.transform(vectors, "GloVe & Pos. Enc.", unscaled), tokens, questions)
     assert 100 * literal["accuracy"] < accuracy["GloVe"] - 30
+
+
+# ---- Table 10: the analogy test on trained layers, before and after ----
+
+
+def table10_config(block="m30k"):
+    config = config_for(block)
+    config["blocks"][block]["family"] = "GloVe"
+    config["table10"] = {"block": block, "side": "decoder", "initializers": ["Xavier", "Pretrained"]}
+    return config
+
+
+def fabricated_runs(tmp_path, matrix, epochs=7):
+    """Xavier and Pretrained runs of two seeds each: final.json, embeddings.npz (the trained layers: the start
+    plus noise) and the starting layer embedding_decoder.npy, as the pipeline lays them out."""
+    runs, trained, initial, layers = [], [], [], {}
+    for init in ["Pretrained", "Xavier"]:
+        for seed in range(2):
+            rng = np.random.default_rng(10 + seed)
+            start = matrix if init == "Pretrained" else xavier(None, matrix.shape, rng)
+            after = (start + rng.normal(scale=0.3 * start.std(), size=start.shape)).astype(np.float32)
+            run_dir = tmp_path / "m30k" / init / f"seed{seed}" / "base"
+            run_dir.mkdir(parents=True)
+            record = {"block": "m30k", "initializer": init, "seed": seed, "variant": "base", "epochs": epochs}
+            (run_dir / "final.json").write_text(json.dumps(record))
+            np.savez(run_dir / "embeddings.npz", encoder=np.zeros((3, 2), np.float32), decoder=after)
+            np.save(run_dir.parent / "embedding_decoder.npy", start)
+            runs.append((str(run_dir / "final.json"), record))
+            trained.append(run_dir / "embeddings.npz")
+            initial.append(run_dir.parent / "embedding_decoder.npy")
+            layers[init, seed] = {"before": start, "after": after}
+    return runs, trained, initial, layers
+
+
+def test_table10_before_and_after_per_initializer(layer_files, tmp_path):
+    vectors_npy, tokens_parquet, questions_path = layer_files
+    matrix, config = np.load(vectors_npy), table10_config()
+    runs, trained, initial, layers = fabricated_runs(tmp_path, matrix)
+    table = analogy.table10(
+        runs, trained, initial, tokens_parquet, questions_path, config, tmp_path / "t10.csv", tmp_path / "t10.md"
+    )
+    csv = pd.read_csv(tmp_path / "t10.csv")
+    assert len(csv) == 2 * 2 * 2  # initializers x before/after x raw/model input
+    assert csv.columns[:6].tolist() == ["block", "side", "source", "source_display", "initializer", "label"]
+    assert list(dict.fromkeys(csv.initializer)) == ["Xavier", "Pretrained"]  # the config's order
+    assert set(csv.n_seeds) == {2}
+    cell = table.set_index(["initializer", "stage", "representation"])
+    # the Pretrained layer before training is Table 4's layer: the same accuracies as its GloVe rows
+    table4 = analogy.table4(*layer_files, config, tmp_path / "t4.csv", tmp_path / "t4.md").set_index("transformation")
+    assert cell.loc[("Pretrained", "before", "raw"), "accuracy_mean"] == table4.loc["GloVe", "accuracy"]
+    assert (
+        cell.loc[("Pretrained", "before", "model_input"), "accuracy_mean"]
+        == table4.loc["GloVe & Pos. Enc.", "accuracy"]
+    )
+    assert cell.loc[("Pretrained", "before", "raw"), "accuracy_std"] == 0
+    # each "after" cell: the mean and sample std over seeds of that layer's accuracy, P drawn as Table 4 draws it
+    tokens, questions = pd.read_parquet(tokens_parquet).token.tolist(), analogy.load_questions(questions_path)
+    ctx = analogy.make_context(matrix.shape, 0, 64, 10000)
+    for init in ["Xavier", "Pretrained"]:
+        for representation, name in [("raw", "GloVe"), ("model_input", "GloVe & Pos. Enc.")]:
+            accuracies = [
+                analogy.analogy_accuracy(analogy.transform(layers[init, s]["after"], name, ctx), tokens, questions)[
+                    "accuracy"
+                ]
+                for s in range(2)
+            ]
+            row = cell.loc[(init, "after", representation)]
+            assert row.accuracy_mean == pytest.approx(np.mean(accuracies))
+            assert row.accuracy_std == pytest.approx(np.std(accuracies, ddof=1))
+    assert (
+        cell.loc[("Pretrained", "after", "raw"), "accuracy_mean"]
+        < cell.loc[("Pretrained", "before", "raw"), "accuracy_mean"]
+    )
+    md = (tmp_path / "t10.md").read_text()
+    assert "stand-in for GloVe 840B" in md and "7 epochs" in md and "GloVe 2" in md
+    rows = md_rows(md)
+    assert rows[0] == ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"]
+    before = 100 * table4.loc["GloVe", "accuracy"]
+    assert rows[2][0] == "GloVe" and rows[2][1] == f"{before:.1f} (0.0)" and rows[2][-1] == "2"
+
+
+def test_table10_checks_its_inputs(layer_files, tmp_path):
+    vectors_npy, tokens_parquet, questions_path = layer_files
+    config = table10_config()
+    runs, trained, initial, _ = fabricated_runs(tmp_path, np.load(vectors_npy))
+    out = tmp_path / "t10.csv", tmp_path / "t10.md"
+    with pytest.raises(ValueError, match="one of each per run"):
+        analogy.table10(runs, trained[:-1], initial, tokens_parquet, questions_path, config, *out)
+    config["table10"]["side"] = "encoder"  # no source on the encoder side of this block
+    with pytest.raises(ValueError, match="side encoder of block m30k has no embedding source"):
+        analogy.table10(runs, trained, initial, tokens_parquet, questions_path, config, *out)
+    config = table10_config()
+    config["table10"]["initializers"] = ["Pretrained_Xavier"]
+    with pytest.raises(ValueError, match="no base runs of block m30k"):
+        analogy.table10(runs, trained, initial, tokens_parquet, questions_path, config, *out)

@@ -148,6 +148,17 @@ def test_initializer_params_accept_every_allowed_value():
             {"figure1": {"blocks": ["sst2_bert"]}},
             "config key figure1.blocks[0]: block 'sst2_bert' is not a translation",
         ),
+        ({"table9": {"variants": ["base", "rotray"]}}, "config key table9.variants[1]: unknown name 'rotray'"),
+        ({"table9": {"blocks": ["nope"]}}, "config key table9.blocks[0]: unknown name 'nope'"),
+        ({"figure2": {"initializers": ["Xavier", "Glove"]}}, "config key figure2.initializers[1]: unknown name"),
+        (
+            {"table11": {"blocks": ["sst2_glove"]}},
+            "config key table11.blocks[0]: block 'sst2_glove' is not a translation",
+        ),
+        (
+            {"table10": {"block": "multi30k_glove6b50d", "side": "encoder"}},
+            "config key table10.side: the encoder of block 'multi30k_glove6b50d' has no pre-trained source",
+        ),
     ],
 )
 def test_table_and_figure_blocks_fit_their_output(overrides, expected):
@@ -163,3 +174,44 @@ def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():
     assert valid_bleu_of(config, "multi30k_mbert", "Pretrained", "nopos")
     update_config(config, {"train": {"valid_bleu": False}})
     assert not valid_bleu_of(config, "multi30k_glove", "Xavier", "base")
+
+
+def test_extensions_are_loaded_first_and_their_errors_name_the_key(tmp_path):
+    from embinit.extensions import isolated
+    from embinit.layers.initializers import INITIALIZERS
+
+    ext = tmp_path / "ext.py"
+    ext.write_text("from embinit.layers.initializers import register\nregister('Copy_Ext')(lambda p, s, r: p)\n")
+    clash = tmp_path / "clash.py"
+    clash.write_text("from embinit.layers.initializers import register\nregister('Pretrained')(lambda p, s, r: p)\n")
+    with isolated():
+        assert _check_error({"extensions": [str(tmp_path / "nope.py")]}) == (
+            f"config key extensions[0]: extension {tmp_path / 'nope.py'}: no such file"
+        )
+        assert _check_error({"extensions": [str(ext), str(clash)]}).startswith(
+            f"config key extensions[1]: extension {clash}: initializer 'Pretrained' is already registered (built in)"
+        )
+        check(_config({"extensions": [str(ext)], "table3": {"initializers": ["Xavier", "Copy_Ext"]}}))
+    assert "Copy_Ext" not in INITIALIZERS
+
+
+def test_parameter_types_and_bounds_are_checked():
+    from typing import Annotated
+
+    from embinit.config import _check_params
+    from embinit.layers.initializers import AtLeast
+
+    def fn(pretrained, shape, rng, k: Annotated[int, AtLeast(1)] = 1, x: float = 0.5, on: bool = True, s: str = ""):
+        pass
+
+    _check_params(fn, {"k": 3, "x": 1, "on": False, "s": "a"}, "p")
+    for params, expected in [
+        ({"k": 0}, "config key p.k: 0 is less than the minimum 1"),
+        ({"k": True}, "config key p.k: True is not an integer"),
+        ({"x": "1"}, "config key p.x: '1' is not a number"),
+        ({"on": 1}, "config key p.on: 1 is not true or false"),
+        ({"s": 1}, "config key p.s: 1 is not a string"),
+    ]:
+        with pytest.raises(ConfigError) as error:
+            _check_params(fn, params, "p")
+        assert str(error.value) == expected

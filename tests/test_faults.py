@@ -11,13 +11,12 @@ import stat
 import pandas as pd
 import pytest
 
-from conftest import run_snakemake, write_config
+from conftest import TIMING, run_snakemake, write_config
 from embinit.io import write_text_atomic
 
 pytestmark = pytest.mark.slow
 
 RUN = "results/sst2_glove6b50d/Pretrained/seed0/base"
-TIMING = ["train_seconds", "valid_seconds", "tokens_per_second"]
 
 
 def _run_config(path, mirror, **extra):

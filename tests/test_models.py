@@ -11,25 +11,38 @@ from embinit.config import heads_for
 from closed_forms import classifier_parameters, translator_parameters
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.layers.position_table import sinusoidal_table
+from embinit.models.position import RelativeBias
 from embinit.data.vocab import BOS, EOS, PAD
 
 SMALL = dict(heads=2, ffn_dim=24, layers=2, dropout=0.1, max_len=32)
+ENCODINGS = ["sinusoidal", "learned", "none", "rotary", "relative"]
 
 
 def matrix(n, dim, seed=0):
     return np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
 
 
-@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "learned", "none"])
-def test_parameter_counts_match_closed_forms(pos_encoding):
-    model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(pos_encoding=pos_encoding, **SMALL))
+@pytest.mark.parametrize("output_embedding", ["untied", "tied", "initialized"])
+@pytest.mark.parametrize("pos_encoding", ENCODINGS)
+def test_parameter_counts_match_closed_forms(pos_encoding, output_embedding):
+    config = ModelConfig(pos_encoding=pos_encoding, output_embedding=output_embedding, **SMALL)
+    model = Translator(matrix(30, 16), matrix(20, 16), config)
     assert model.num_parameters() == translator_parameters(
-        30, 20, 16, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32
+        30,
+        20,
+        16,
+        ffn_dim=24,
+        layers=2,
+        pos_encoding=pos_encoding,
+        max_len=32,
+        heads=2,
+        output_embedding=output_embedding,
     )
-    model = Classifier(matrix(30, 16), 3, ModelConfig(pos_encoding=pos_encoding, **SMALL))
-    assert model.num_parameters() == classifier_parameters(
-        30, 16, 3, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32
-    )
+    if output_embedding == "untied":
+        model = Classifier(matrix(30, 16), 3, ModelConfig(pos_encoding=pos_encoding, **SMALL))
+        assert model.num_parameters() == classifier_parameters(
+            30, 16, 3, ffn_dim=24, layers=2, pos_encoding=pos_encoding, max_len=32, heads=2
+        )
 
 
 def test_multi30k_glove_translator_has_about_11m_parameters():
@@ -133,18 +146,38 @@ def _sources(rng, n, vocab):
     return src
 
 
-@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "learned", "none"])
+def _random_relative_tables(model):
+    """Relative tables start at zero (the `none` model); random ones make the cache's bias rows matter."""
+    for module in model.modules():
+        if isinstance(module, RelativeBias):
+            torch.nn.init.normal_(module.table)
+    return model
+
+
+@pytest.mark.parametrize("pos_encoding", ENCODINGS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_cached_generate_equals_the_uncached_decoder_on_random_models(pos_encoding, seed):
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = Translator(
-        matrix(40, 16, seed), matrix(30, 16, seed + 1), ModelConfig(pos_encoding=pos_encoding, **SMALL)
-    ).eval()
+    model = Translator(matrix(40, 16, seed), matrix(30, 16, seed + 1), ModelConfig(pos_encoding=pos_encoding, **SMALL))
+    model = _random_relative_tables(model).eval()
     src = _sources(rng, 9, 40)
     cached = model.generate(src, max_extra=5)
     assert torch.equal(cached, _uncached_generate()(model, src, max_extra=5))
     assert cached.size(1) <= int((src != PAD).sum(1).max()) + 5
+
+
+@pytest.mark.parametrize("pos_encoding", ["rotary", "relative"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cached_generate_equals_the_uncached_decoder_with_odd_head_widths(pos_encoding, seed):
+    """D = 15 with 3 heads: width 5, rotary leaves each head's last dimension unrotated (as D = 50, 10 heads);
+    float64, so that only the logic, not rounding, can make the two differ."""
+    torch.manual_seed(seed)
+    config = ModelConfig(pos_encoding=pos_encoding, heads=3, ffn_dim=24, layers=2, dropout=0.1, max_len=32)
+    model = _random_relative_tables(Translator(matrix(40, 15, seed), matrix(30, 15, seed + 1), config))
+    model = model.eval().double()
+    src = _sources(np.random.default_rng(seed), 9, 40)
+    assert torch.equal(model.generate(src, max_extra=5), _uncached_generate()(model, src, max_extra=5))
 
 
 def test_generate_stops_at_eos_and_pads_finished_sentences():
@@ -197,11 +230,8 @@ def test_a_position_encoding_is_one_registered_class_and_one_config_value(monkey
     from embinit.config import ConfigError, check
     from embinit.models import position
 
-    class Constant(torch.nn.Module):
-        def __init__(self, dim, config):
-            super().__init__()
-
-        def forward(self, x, start=0):
+    class Constant(position.PositionEncoding):
+        def embed(self, x, start=0):
             return x + 1.0
 
     monkeypatch.setitem(position.POSITION_ENCODINGS, "constant", Constant)  # what @position.register does
@@ -212,6 +242,8 @@ def test_a_position_encoding_is_one_registered_class_and_one_config_value(monkey
     ids = torch.tensor([[BOS, 5, 6, EOS]])
     expected = model.encoder.input.embedding(ids) * 4.0 + 1.0
     assert torch.equal(model.encoder.input(ids), expected)
+    translator = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(pos_encoding="constant", **SMALL)).eval()
+    assert translator.generate(ids, max_extra=3).size(0) == 1
     config["variants"]["shifted"]["pos_encoding"] = "rotery"
     with pytest.raises(ConfigError, match="variants.shifted.pos_encoding: unknown name 'rotery'"):
         check(config)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from closed_forms import translator_parameters
+from conftest import TIMING
 from embinit.data.vocab import (
     BOS,
     EOS,
@@ -27,10 +28,34 @@ from embinit.data.vocab import (
     write_detokenizer,
     write_references,
 )
-from embinit.training import Placement, checkpoint, loop, scoring
+from embinit.training import Placement, checkpoint, loop, mechanism, scoring
 from embinit.training.batching import BucketBatchSampler, TranslationData, truncate
 
-TIMING = ["train_seconds", "valid_seconds", "tokens_per_second"]
+# the mechanism metrics every run measures by default (embinit.training.mechanism; tests/test_mechanism.py)
+MECHANISM = {
+    "translation": [
+        "sigma_encoder",
+        "sigma_decoder",
+        "input_ratio_encoder",
+        "input_ratio_decoder",
+        "entropy_encoder_0",
+        "entropy_decoder_self_0",
+        "entropy_decoder_cross_0",
+        "saturation_encoder_0",
+        "saturation_decoder_self_0",
+        "saturation_decoder_cross_0",
+        "grad_norm_embedding",
+        "grad_norm_other",
+    ],
+    "classification": [
+        "sigma_encoder",
+        "input_ratio_encoder",
+        "entropy_encoder_0",
+        "saturation_encoder_0",
+        "grad_norm_embedding",
+        "grad_norm_other",
+    ],
+}
 WORDS = 16
 DIM = 16
 CPU = Placement(device="cpu")
@@ -142,7 +167,7 @@ def make_spec(toy, kind="translation", **changes):
 
 
 def metric_values(out_dir):
-    return pd.read_parquet(out_dir / "metrics.parquet").drop(columns=TIMING)
+    return pd.read_parquet(out_dir / "metrics.parquet").drop(columns=TIMING, errors="ignore")
 
 
 def selected(final):
@@ -167,6 +192,7 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
         "valid_loss",
         "valid_paper_bleu",
         "valid_sacrebleu",
+        *MECHANISM["translation"],
         *TIMING,
     ]
     assert metrics["epoch"].tolist() == [1, 2, 3]
@@ -186,6 +212,57 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
     assert (out / "test.ref.txt").read_text().splitlines() == test.ref
     assert (out / "test.tok.ref.txt").read_text().splitlines() == [" ".join(t) for t in test.ref_tokens]
     assert (out / "train.log").read_text().count(" epoch ") >= 3
+    best_model = torch.load(out / "checkpoint.pt", weights_only=True)["best_model"]
+    with np.load(out / "embeddings.npz") as trained:
+        assert trained.files == ["encoder", "decoder"]
+        for side, key in [("encoder", "encoder.input"), ("decoder", "decoder_input")]:
+            assert trained[side].dtype == np.float32 and trained[side].shape == (4 + WORDS, DIM)
+            assert np.array_equal(trained[side], best_model[f"{key}.embedding.weight"].numpy())
+            # the spread the mechanism metrics measured in the selected epoch is this layer's
+            assert np.std(trained[side], ddof=1, dtype=np.float64) == pytest.approx(best[f"sigma_{side}"], rel=1e-12)
+
+
+def embeddings(out_dir) -> dict:
+    with np.load(out_dir / "embeddings.npz") as arrays:
+        return {side: arrays[side] for side in arrays.files}
+
+
+def assert_same_embeddings(out_dir, expected_dir):
+    got, expected = embeddings(out_dir), embeddings(expected_dir)
+    assert list(got) == list(expected)
+    assert all(np.array_equal(got[side], expected[side]) for side in expected)
+
+
+def force_selection(monkeypatch, kind, chosen):
+    """Make epoch `chosen` the one the run reports (translation: lowest validation loss; classification: best
+    validation accuracy), whatever it learns; returns each epoch's input embeddings as the epoch left them."""
+    metric, value, other = ("valid_loss", 0.5, 9.0) if kind == "translation" else ("valid_acc", 0.9, 0.1)
+    # the other epochs: worse than `chosen`, and distinct (no ties)
+    seen = {}
+    epoch_row = loop.epoch_row
+
+    def forced(run, epoch):
+        row = epoch_row(run, epoch)
+        seen[epoch] = {
+            side: run.model.state_dict()[key].numpy().copy()
+            for side, key in mechanism.embedding_keys(run.model).items()
+        }
+        return {**row, metric: value if epoch == chosen else other + 0.01 * epoch}
+
+    monkeypatch.setattr(loop, "epoch_row", forced)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["translation", "classification"])
+def test_embeddings_npz_holds_the_reported_epochs_layers(toy, tmp_path, monkeypatch, kind):
+    seen = force_selection(monkeypatch, kind, chosen=2)
+    final = train_run(make_spec(toy, kind), tmp_path)
+    assert final["best_epoch"] == 2
+    got = embeddings(tmp_path)
+    assert list(got) == (["encoder", "decoder"] if kind == "translation" else ["encoder"])
+    for side in got:
+        assert np.array_equal(got[side], seen[2][side])
+        assert not np.array_equal(got[side], seen[3][side])  # the layers moved on after the reported epoch
 
 
 @pytest.mark.parametrize(
@@ -250,6 +327,30 @@ def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_
     assert "resuming toy_block/Xavier/seed7/base after epoch 1" in (tmp_path / "train.log").read_text()
     pd.testing.assert_frame_equal(metric_values(tmp_path), metric_values(out))
     assert selected(resumed) == selected(final)
+    assert_same_embeddings(tmp_path, out)
+
+
+def test_killed_classification_run_resumes_to_the_reported_epochs_embeddings(toy, tmp_path, monkeypatch):
+    """The best-accuracy epoch (1) lies before the kill (after epoch 2): only the checkpoint still has its layer."""
+    spec = make_spec(toy, "classification")
+    seen = force_selection(monkeypatch, "classification", chosen=1)
+    train_run(spec, tmp_path / "whole")
+    save = checkpoint.save_checkpoint
+
+    def save_then_die(path, state):
+        save(path, state)
+        if state["epoch"] == 2:
+            raise Killed
+
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_die)
+    with pytest.raises(Killed):
+        train_run(spec, tmp_path / "killed")
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save)
+    resumed = train_run(spec, tmp_path / "killed")
+    assert "after epoch 2" in (tmp_path / "killed" / "train.log").read_text() and resumed["best_epoch"] == 1
+    assert_same_embeddings(tmp_path / "killed", tmp_path / "whole")
+    assert np.array_equal(embeddings(tmp_path / "killed")["encoder"], seen[1]["encoder"])
+    pd.testing.assert_frame_equal(metric_values(tmp_path / "killed"), metric_values(tmp_path / "whole"))
 
 
 def test_finished_run_with_more_epochs_continues_its_checkpoint(reference_run, toy, tmp_path):
@@ -393,7 +494,15 @@ def test_classification_run(toy, tmp_path, with_test):
     final = train_run(spec, tmp_path)
     metrics = pd.read_parquet(tmp_path / "metrics.parquet")
     extra = ["test_acc"] if with_test else []
-    assert list(metrics.columns) == ["epoch", "train_loss", "valid_loss", "valid_acc", *extra, *TIMING]
+    assert list(metrics.columns) == [
+        "epoch",
+        "train_loss",
+        "valid_loss",
+        "valid_acc",
+        *extra,
+        *MECHANISM["classification"],
+        *TIMING,
+    ]
     best = metrics.loc[metrics["valid_acc"].idxmax()]
     assert final["best_epoch"] == best["epoch"] and final["best_valid_acc"] == best["valid_acc"]
     assert ("best_test_acc" in final) is with_test

@@ -94,7 +94,7 @@ def test_every_paper_output_builds_and_one_initializer_edit_reruns_only_its_part
     runs = {
         f"results/sst2_glove6b50d/Pretrained_Shuffled/seed{s}/{f}"
         for s in (0, 1)
-        for f in ("embedding_encoder.npy", "base/final.json", "base/metrics.parquet")
+        for f in ("embedding_encoder.npy", "base/final.json", "base/metrics.parquet", "base/embeddings.npz")
     }
     tables = {f"results/{name}.{ext}" for name in ("table1", "table5", "paper_comparison") for ext in ("csv", "md")}
     # Table 2 has no _Shuffled rows; paper_comparison reads Tables 1 and 5
@@ -199,3 +199,23 @@ def test_first_run_config_trains_only_sst2_and_builds_its_outputs(tmp_path):
     assert len(runs) == 9 and all(p.startswith("results/first-run/sst2_glove6b50d/") for p in runs)
     assert {f"results/first-run/{n}.csv" for n in ("table1", "table2", "table4", "table6", "paper_comparison")} <= plan
     assert not {p for p in plan if "table3" in p or "figure1" in p or "table7" in p}
+
+
+def test_the_readme_extension_example_puts_its_initializer_in_table1(tmp_path):
+    """README "Extending": examples/scaled_xavier.yaml on top of the first run adds Xavier_Scaled runs to the SST-2
+    block, and they need no pre-trained layer (the extension registers it with reads_pretrained=False)."""
+    overlay = yaml.safe_load((REPO / "examples/scaled_xavier.yaml").read_text())
+    overlay["extensions"] = [str(REPO / path) for path in overlay["extensions"]]  # this test runs elsewhere
+    cfg = tmp_path / "ext.yaml"
+    cfg.write_text(yaml.safe_dump(overlay))
+    proc = run_snakemake(
+        ["results/first-run/table1.csv", "-n", "--configfile", str(REPO / "config/first-run.yaml"), str(cfg)],
+        cwd=tmp_path,
+    )
+    plan = planned_outputs(proc)
+    scaled = {p for p in plan if "/Xavier_Scaled/" in p}
+    assert {f"results/first-run/sst2_glove6b50d/Xavier_Scaled/seed{s}/base/final.json" for s in range(3)} <= scaled
+    layer = "results/first-run/sst2_glove6b50d/Xavier_Scaled/seed0/embedding_encoder.npy"
+    lines = proc.stdout.splitlines()
+    output = lines.index(f"    output: {layer}")
+    assert lines[output - 1] == "    input: data/vocab/sst2/spacy/encoder.parquet"  # no pre-trained layer

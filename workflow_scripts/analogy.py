@@ -1,11 +1,20 @@
-"""Snakemake `script:` for Table 4 and its sensitivity table (rule table4 / table4_sensitivity), embinit.reports.analogy.
+"""Snakemake `script:` for Table 4, its sensitivity table (rule table4 / table4_sensitivity) and Table 10 (rule
+table10), embinit.reports.analogy.
 
-Expects:
+Expects, rules table4 and table4_sensitivity:
   snakemake.input.vectors    results/<block>/pretrained_<side>.npy  (block, side = config table4.block/.side)
   snakemake.input.tokens     results/<block>/pretrained_<side>.parquet  (column `token`, row order = vectors)
   snakemake.input.questions  data/raw/word2vec/questions-words.txt  (config table4.questions)
   snakemake.params.config    the config sections reports read; this uses table4 (block, side, seed, pos_enc,
                              pos_rows, sensitivity_rows), model (pos_base), blocks, sources
+Rule table10:
+  snakemake.input.runs       the runs' final.json (config table10: block, initializers; variant base)
+  snakemake.input.trained    their embeddings.npz (the reported state's layers), in the same order
+  snakemake.input.initial    their starting layers results/<block>/<init>/seed<k>/embedding_<side>.npy, same order
+  snakemake.input.tokens     results/<block>/pretrained_<side>.parquet  (block, side = config table10.block/.side)
+  snakemake.input.questions  data/raw/word2vec/questions-words.txt
+  snakemake.params.config    as above, with table10 (block, side, initializers) and table4 (seed, pos_rows: P)
+Both:
   snakemake.output           named `csv` and `md`
   snakemake.log[0]           the job's log
 """
@@ -13,10 +22,15 @@ Expects:
 import logging
 
 from embinit.io import job_log
-from embinit.reports.analogy import table4, table4_sensitivity
+from embinit.reports.analogy import table4, table4_sensitivity, table10
+from embinit.reports.tables import load_runs
 
 with job_log(snakemake.log[0]):
-    write = {"table4": table4, "table4_sensitivity": table4_sensitivity}[snakemake.rule]
-    inp, out = snakemake.input, snakemake.output
-    table = write(inp.vectors, inp.tokens, inp.questions, snakemake.params.config, out.csv, out.md)
+    inp, out, config = snakemake.input, snakemake.output, snakemake.params.config
+    if snakemake.rule == "table10":
+        runs = load_runs(inp.runs)
+        table = table10(runs, inp.trained, inp.initial, inp.tokens, inp.questions, config, out.csv, out.md)
+    else:
+        write = {"table4": table4, "table4_sensitivity": table4_sensitivity}[snakemake.rule]
+        table = write(inp.vectors, inp.tokens, inp.questions, config, out.csv, out.md)
     logging.info("%s: %d rows -> %s, %s", snakemake.rule, len(table), out.csv, out.md)

@@ -3,20 +3,26 @@
 input:  vocab (vocabulary parquet: N = its rows), pretrained (pretrained_<side>.npy; leave it out when the side
         has no source: the layer is then Xavier)
 params: initializer (str), params (dict: config initializer_params entry), seed (int), dim (int: D),
-        side (str: mixed into the seed), fingerprint (str: embinit.layers.initializers.fingerprint; only triggers reruns)
-output: npy (N x D float32)
+        side (str: mixed into the seed), fingerprint (str: embinit.layers.initializers.fingerprint; only triggers
+        reruns), extensions (list of paths: config `extensions`, loaded first so an initializer they register
+        is known)
+output: npy (N x D float32); log: one file
 """
 
+from embinit.extensions import load
+from embinit.io import job_log
 from embinit.layers.initializers import initialize_file
 
-p = snakemake.params
-initialize_file(
-    p.initializer,
-    snakemake.input.get("pretrained"),
-    snakemake.input.vocab,
-    p.dim,
-    p.seed,
-    p.params,
-    snakemake.output.npy,
-    side=p.side,
-)
+with job_log(snakemake.log[0]):
+    p = snakemake.params
+    load(p.extensions)
+    initialize_file(
+        p.initializer,
+        snakemake.input.get("pretrained"),
+        snakemake.input.vocab,
+        p.dim,
+        p.seed,
+        p.params,
+        snakemake.output.npy,
+        side=p.side,
+    )

@@ -5,17 +5,22 @@ Expects:
                      (translation), and for translation detokenizer (the decoder's detokenizer file) and
                      references_valid, references_test (the BLEU references files), all of the vocab stage
   snakemake.params   spec (dict: kind, model, train (without device, num_threads), variant, epochs, batch_size,
-                     lr, seed, valid_bleu, num_classes, tokenizer, languages, run); placement
+                     lr, seed, valid_bleu, num_classes, tokenizer, languages, run, extensions: their
+                     fingerprint); extensions (config `extensions`: loaded first, so a position encoding they
+                     register is known); placement
                      (embinit.training.Placement: device and threads, an object so that it triggers no rerun)
-  snakemake.output   final (final.json), metrics (metrics.parquet), in the run directory
+  snakemake.output   final (final.json), metrics (metrics.parquet), embeddings (embeddings.npz: the reported
+                     state's input embedding layers), all in the run directory, where train_run writes them
   snakemake.threads  torch's CPU threads when placement.num_threads is 0
   snakemake.log[0]   the run's log
 """
 
 from pathlib import Path
 
+from embinit.extensions import load
 from embinit.training.loop import train_run
 
+load(snakemake.params.extensions)
 inp = snakemake.input
 spec = dict(
     snakemake.params.spec,
@@ -27,6 +32,6 @@ spec = dict(
     threads=snakemake.threads,
 )
 out_dir = Path(snakemake.output.final).parent
-if Path(snakemake.output.metrics).parent != out_dir:
-    raise ValueError("final.json and metrics.parquet must share the run directory")
+if any(Path(path).parent != out_dir for path in snakemake.output):
+    raise ValueError(f"final.json, metrics.parquet and embeddings.npz must share the run directory {out_dir}")
 train_run(spec, out_dir, snakemake.params.placement)

@@ -2,9 +2,11 @@
 
 Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of that shape, deterministic given
 `rng`. Adding one = one `@register` function here + one entry in config `initializers` /
-`initializer_params`. A side without a pre-trained source gets Xavier whatever the initializer.
-The config may set the parameters after `rng`; a `Literal[...]` annotation lists the values one accepts
-(embinit.config.check enforces both before any job).
+`initializer_params`, or, without forking the package, in the user's own file named by config `extensions`
+(embinit.extensions). A side without a pre-trained source gets Xavier whatever the initializer.
+The config may set the parameters after `rng`; embinit.config.check enforces, before any job, that each is one the
+function takes, of its annotated type (`int`, `float`, `str`, `bool`), one of the values a `Literal[...]` lists, and
+no less than an `Annotated[..., AtLeast(x)]` bound.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import inspect
 import json
 import math
 import zlib
+from dataclasses import dataclass
 from typing import Callable, Literal
 
 import numpy as np
@@ -26,8 +29,17 @@ INITIALIZERS: dict[str, Initializer] = {}
 _IGNORE_PRETRAINED: set[str] = set()
 
 
+@dataclass(frozen=True)
+class AtLeast:
+    """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.config.check)."""
+
+    value: float
+
+
 def register(name: str, reads_pretrained: bool = True) -> Callable[[Initializer], Initializer]:
-    """Add `fn` to the registry; `reads_pretrained=False` for one that needs only the layer's shape."""
+    """Add `fn` to the registry; `reads_pretrained=False` for one that needs only the layer's shape (Xavier,
+    examples/scaled_xavier.py): its runs then need neither the source's download nor its extraction, and `fn`
+    gets `pretrained=None`. An initializer that reads the matrix gives Xavier on a side without a source."""
 
     def add(fn: Initializer) -> Initializer:
         INITIALIZERS[name] = fn
@@ -114,7 +126,8 @@ def initialize(
     params: dict | None = None,
     side: str = "",
 ) -> np.ndarray:
-    """The N x D float32 layer `name` gives; Xavier when there is no pre-trained matrix.
+    """The N x D float32 layer `name` gives; Xavier for an initializer that reads the pre-trained matrix when
+    there is none (a side without a source).
 
     `side` ("encoder" / "decoder") is mixed into the seed so two layers drawn with the same run seed are
     independent rather than the same random numbers reshaped.
@@ -123,7 +136,7 @@ def initialize(
     shape = (int(shape[0]), int(shape[1]))
     rng = np.random.default_rng([int(seed), zlib.crc32(side.encode())])
     if pretrained is None:
-        return xavier(None, shape, rng)
+        return fn(None, shape, rng, **(params or {})) if name in _IGNORE_PRETRAINED else xavier(None, shape, rng)
     if tuple(pretrained.shape) != shape:
         raise ValueError(f"{name}: pre-trained matrix is {tuple(pretrained.shape)}, expected {shape}")
     return fn(pretrained, shape, rng, **(params or {}))
@@ -132,9 +145,14 @@ def initialize(
 def fingerprint(name: str, params: dict | None = None) -> str:
     """Short hash of an initializer's params and code (its function + the shared helpers it relies on).
 
-    Used as a Snakemake `params:` value, so editing one initializer reruns only its jobs.
+    Used as a Snakemake `params:` value, so editing one initializer reruns only its jobs. An initializer defined
+    outside this module (an extension file, embinit.extensions) also covers its whole module's source, so editing a
+    helper it calls there reruns its jobs too.
     """
-    sources = [inspect.getsource(f) for f in (_lookup(name), initialize, xavier, xavier_bound, mean_std)]
+    fn = _lookup(name)
+    sources = [inspect.getsource(f) for f in (fn, initialize, xavier, xavier_bound, mean_std)]
+    if fn.__module__ != __name__:
+        sources.append(inspect.getsource(inspect.getmodule(fn)))
     blob = json.dumps({"name": name, "params": params or {}, "code": sources}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

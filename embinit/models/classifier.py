@@ -18,6 +18,11 @@ from embinit.models.layers import Encoder, xavier_init
 class Classifier(nn.Module):
     def __init__(self, embedding: np.ndarray, num_classes: int, config: ModelConfig):
         super().__init__()
+        if config.output_embedding != "untied":
+            raise ValueError(
+                f"output_embedding {config.output_embedding!r} couples a translator's output projection to its "
+                "decoder embedding; the classifier's output, Linear(D, classes), has none: use 'untied'"
+            )
         self.encoder = Encoder(embedding, config)
         self.output = nn.Linear(embedding.shape[1], num_classes)
         xavier_init(self)

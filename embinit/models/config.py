@@ -6,6 +6,8 @@ import dataclasses
 
 from embinit.config import heads_for
 
+OUTPUT_EMBEDDINGS = ("untied", "tied", "initialized")  # the translator's output projection (embinit.models.translator)
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
@@ -17,6 +19,11 @@ class ModelConfig:
     pos_base: float = 10000.0
     max_len: int = 256
     embedding_trainable: bool = True
+    output_embedding: str = "untied"  # one of OUTPUT_EMBEDDINGS; the classifier takes only untied
+
+    def __post_init__(self):
+        if self.output_embedding not in OUTPUT_EMBEDDINGS:
+            raise ValueError(f"output_embedding must be one of {OUTPUT_EMBEDDINGS}, not {self.output_embedding!r}")
 
     @classmethod
     def from_config(cls, model: dict, variant: dict, dim: int) -> ModelConfig:
@@ -30,4 +37,5 @@ class ModelConfig:
             pos_base=model["pos_base"],
             max_len=model["max_len"],
             embedding_trainable=variant["embedding_trainable"],
+            output_embedding=variant.get("output_embedding", "untied"),
         )

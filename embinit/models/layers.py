@@ -1,7 +1,9 @@
 """The transformer's building blocks (Vaswani et al. 2017, SPEC section 3), shared by both models.
 
 Post-LN layers, ReLU feed-forward of width `ffn_dim`, dropout; attention through
-F.scaled_dot_product_attention except where the cheap CPU dropout mask needs the weights.
+F.scaled_dot_product_attention except where the cheap CPU dropout mask or a `weights_sink` needs the weights.
+Each stack's position encoding (embinit.models.position) lives in its TokenInput and is handed to the stack's
+self-attention layers, which let it rotate queries and keys and bias the scores; cross-attention gets none.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from embinit.models.config import ModelConfig
-from embinit.models.position import POSITION_ENCODINGS
+from embinit.models.position import POSITION_ENCODINGS, PositionEncoding
 from embinit.data.vocab import PAD
 
 
@@ -43,13 +45,14 @@ class Dropout(nn.Module):
 
 
 class TokenInput(nn.Module):
-    """Token embedding x sqrt(D) plus the position encoding, then dropout.
+    """Token embedding x sqrt(D) through the position encoding's `embed`, then dropout.
 
     The embedding starts from the given N x D matrix (the initializer under study) and is frozen unless
-    `config.embedding_trainable`; the position encoding is `config.pos_encoding` (embinit.models.position).
+    `config.embedding_trainable`. The position encoding is `config.pos_encoding` (embinit.models.position), one
+    per stack: it is built here, and the stack's self-attention layers use it too. `causal` marks the decoder's.
     """
 
-    def __init__(self, embedding: np.ndarray, config: ModelConfig):
+    def __init__(self, embedding: np.ndarray, config: ModelConfig, causal: bool = False):
         super().__init__()
         if config.pos_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"pos_encoding must be one of {sorted(POSITION_ENCODINGS)}, not {config.pos_encoding!r}")
@@ -58,12 +61,12 @@ class TokenInput(nn.Module):
         self.embedding = nn.Embedding.from_pretrained(
             torch.tensor(embedding, dtype=torch.float32), freeze=not config.embedding_trainable
         )
-        self.position = POSITION_ENCODINGS[config.pos_encoding](dim, config)
+        self.position = POSITION_ENCODINGS[config.pos_encoding](dim, config, causal)
         self.dropout = Dropout(config.dropout)
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """(B, T) ids at positions start .. start + T - 1 -> (B, T, D)."""
-        return self.dropout(self.position(self.embedding(ids) * self.scale, start))
+        return self.dropout(self.position.embed(self.embedding(ids) * self.scale, start))
 
 
 class Encoder(nn.Module):
@@ -79,7 +82,7 @@ class Encoder(nn.Module):
         keep = key_padding(ids)
         x = self.input(ids)
         for layer in self.layers:
-            x = layer(x, keep)
+            x = layer(x, keep, self.input.position)
         return x, keep
 
 
@@ -94,43 +97,84 @@ class MultiHeadAttention(nn.Module):
         self.key = nn.Linear(dim, dim)
         self.value = nn.Linear(dim, dim)
         self.out = nn.Linear(dim, dim)
+        # a list: every `attend` appends its attention weights (B, heads, T, S), detached, for measurements
+        self.weights_sink: list | None = None
 
     def forward(
-        self, x: torch.Tensor, context: torch.Tensor, keep: torch.Tensor | None = None, causal: bool = False
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor,
+        keep: torch.Tensor | None = None,
+        causal: bool = False,
+        position: PositionEncoding | None = None,
     ) -> torch.Tensor:
-        """x attends to context; `keep` (B, 1, 1, S) is True for context positions that are not padding."""
-        return self.attend(x, *self.keys_values(context), keep, causal)
+        """x attends to context; `keep` (B, 1, 1, S) is True for context positions that are not padding.
+        Self-attention passes its stack's `position` encoding (x and context then both start at position 0)."""
+        return self.attend(x, *self.keys_values(context, position), keep, causal, position)
 
     def split(self, t: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, heads, T, D / heads)."""
         return t.view(t.size(0), t.size(1), self.heads, -1).transpose(1, 2)
 
-    def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The context's keys and values, (B, heads, S, D / heads) each: computed once, reused by decoding."""
-        return self.split(self.key(context)), self.split(self.value(context))
+    def keys_values(
+        self, context: torch.Tensor, position: PositionEncoding | None = None, start: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The context's keys, rotated by `position` at positions start .. (self-attention), and values,
+        (B, heads, S, D / heads) each: computed once, reused by decoding."""
+        k = self.split(self.key(context))
+        if position is not None:
+            k = position.rotate(k, start)
+        return k, self.split(self.value(context))
 
     def attend(
-        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None, causal: bool = False
+        self,
+        x: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        keep: torch.Tensor | None = None,
+        causal: bool = False,
+        position: PositionEncoding | None = None,
+        start: int = 0,
     ) -> torch.Tensor:
+        """x (B, T, D) at positions start .. start + T - 1 attends to keys and values (B, heads, S, D / heads);
+        with a `position` encoding (self-attention) the keys are at 0 .. S - 1 and already rotated."""
         batch, length, dim = x.shape
         q = self.split(self.query(x))  # (B, heads, T, D / heads)
-        if self.training and self.dropout.p > 0 and x.device.type == "cpu":
-            y = self._attend_with_cheap_dropout(q, k, v, keep, causal)
+        bias = None
+        if position is not None:
+            q = position.rotate(q, start)
+            bias = position.bias(start, length, k.size(2))  # (heads, T, S) or None
+        if self.weights_sink is not None or (self.training and self.dropout.p > 0 and x.device.type == "cpu"):
+            y = self._attend_with_cheap_dropout(q, k, v, keep, causal, bias)
         else:
             p = self.dropout.p if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal, dropout_p=p)
+            if bias is None:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal, dropout_p=p)
+            else:  # SDPA takes one mask: the bias with -inf at masked keys
+                mask = bias.to(q.dtype)
+                if causal:
+                    mask = mask.masked_fill(_future(length, k.size(2), q.device), float("-inf"))
+                if keep is not None:
+                    mask = mask.masked_fill(~keep, float("-inf"))  # (B, heads, T, S)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         return self.out(y.transpose(1, 2).reshape(batch, length, dim))
 
-    def _attend_with_cheap_dropout(self, q, k, v, keep, causal) -> torch.Tensor:
+    def _attend_with_cheap_dropout(self, q, k, v, keep, causal, bias=None) -> torch.Tensor:
         """SDPA's arithmetic, spelled out so the attention weights take the cheap CPU dropout mask: SDPA draws
-        its own with bernoulli_ on the CPU (docs/performance.md)."""
+        its own with bernoulli_ on the CPU (docs/performance.md). Also the path that hands the weights to
+        `weights_sink` (on CUDA its dropout then draws other numbers than SDPA's)."""
         scores = (q * q.size(-1) ** -0.5) @ k.transpose(-2, -1)  # (B, heads, T, S)
-        # masked in place: the product's output is not saved for its backward
+        # added and masked in place: the product's output is not saved for its backward
+        if bias is not None:
+            scores += bias
         if keep is not None:
             scores.masked_fill_(~keep, float("-inf"))
         if causal:
-            scores.masked_fill_(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-        return self.dropout(scores.softmax(-1)) @ v
+            scores.masked_fill_(_future(*scores.shape[-2:], q.device), float("-inf"))
+        weights = scores.softmax(-1)
+        if self.weights_sink is not None:
+            self.weights_sink.append(weights.detach())
+        return self.dropout(weights) @ v
 
 
 class FeedForward(nn.Sequential):
@@ -149,9 +193,9 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(dim)
         self.dropout = Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """x (B, S, D), keep (B, 1, 1, S) -> (B, S, D)."""
-        x = self.norm1(x + self.dropout(self.attention(x, x, keep)))
+    def forward(self, x: torch.Tensor, keep: torch.Tensor, position: PositionEncoding) -> torch.Tensor:
+        """x (B, S, D), keep (B, 1, 1, S) -> (B, S, D); `position` is the stack's encoding."""
+        x = self.norm1(x + self.dropout(self.attention(x, x, keep, position=position)))
         return self.norm2(x + self.dropout(self.ffn(x)))
 
 
@@ -168,24 +212,28 @@ class DecoderLayer(nn.Module):
         self.norm3 = nn.LayerNorm(dim)
         self.dropout = Dropout(config.dropout)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, memory_keep: torch.Tensor) -> torch.Tensor:
-        """y (B, T, D) attends to itself causally and to memory (B, S, D) -> (B, T, D)."""
+    def forward(
+        self, y: torch.Tensor, memory: torch.Tensor, memory_keep: torch.Tensor, position: PositionEncoding
+    ) -> torch.Tensor:
+        """y (B, T, D) attends to itself causally and to memory (B, S, D) -> (B, T, D); `position` is the
+        decoder stack's encoding (self-attention only)."""
         # Targets are right-padded, so the causal mask already hides every pad key from every real
         # position; outputs at pad positions are ignored by the loss.
-        y = self.norm1(y + self.dropout(self.self_attention(y, y, causal=True)))
+        y = self.norm1(y + self.dropout(self.self_attention(y, y, causal=True, position=position)))
         y = self.norm2(y + self.dropout(self.cross_attention(y, memory, memory_keep)))
         return self.norm3(y + self.dropout(self.ffn(y)))
 
-    def step(self, y: torch.Tensor, cache: "LayerCache", memory_keep: torch.Tensor) -> torch.Tensor:
+    def step(
+        self, y: torch.Tensor, cache: "LayerCache", memory_keep: torch.Tensor, position: PositionEncoding
+    ) -> torch.Tensor:
         """The next position only: y (B, 1, D) attends to the earlier positions' keys and values in `cache`
-        (this position's are added) and to the encoder memory's, precomputed there."""
-        position = cache.length
-        cache.keys[:, :, position : position + 1], cache.values[:, :, position : position + 1] = (
-            self.self_attention.keys_values(y)
-        )
+        (this position's are added, its key rotated at its own position) and to the encoder memory's,
+        precomputed there."""
+        p = cache.length
+        cache.keys[:, :, p : p + 1], cache.values[:, :, p : p + 1] = self.self_attention.keys_values(y, position, p)
         cache.length += 1
         k, v = cache.keys[:, :, : cache.length], cache.values[:, :, : cache.length]
-        y = self.norm1(y + self.dropout(self.self_attention.attend(y, k, v)))
+        y = self.norm1(y + self.dropout(self.self_attention.attend(y, k, v, position=position, start=p)))
         y = self.norm2(y + self.dropout(self.cross_attention.attend(y, *cache.memory, memory_keep)))
         return self.norm3(y + self.dropout(self.ffn(y)))
 
@@ -211,6 +259,11 @@ def xavier_init(model: nn.Module) -> None:
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             nn.init.zeros_(module.bias)
+
+
+def _future(queries: int, keys: int, device: torch.device) -> torch.Tensor:
+    """(T, S) mask, True where key j comes after query i (j > i): what causal attention hides."""
+    return torch.ones(queries, keys, dtype=torch.bool, device=device).triu(1)
 
 
 def key_padding(ids: torch.Tensor) -> torch.Tensor:

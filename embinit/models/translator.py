@@ -1,7 +1,9 @@
 """Encoder-decoder transformer for translation (SPEC section 3), with greedy decoding and its loss.
 
-Vaswani et al. (2017) with the paper's sizes (embinit.models.config): d_model = D (the embedding dimension),
-and an output projection that is not tied to the decoder's embedding.
+Vaswani et al. (2017) with the paper's sizes (embinit.models.config): d_model = D (the embedding dimension).
+The output projection's weight is coupled to the decoder's embedding as `config.output_embedding` says:
+`untied` (its own, Xavier-initialized: the paper's), `tied` (the same parameter, as Vaswani et al.) or
+`initialized` (its own, started as a copy of the decoder's initial embedding, the layer under study).
 """
 
 from __future__ import annotations
@@ -24,10 +26,18 @@ class Translator(nn.Module):
             raise ValueError(f"encoder and decoder embeddings differ in D: {dim} vs {tgt_embedding.shape[1]}")
         self.max_len = config.max_len
         self.encoder = Encoder(src_embedding, config)
-        self.decoder_input = TokenInput(tgt_embedding, config)
+        self.decoder_input = TokenInput(tgt_embedding, config, causal=True)
         self.decoder = nn.ModuleList(DecoderLayer(dim, config) for _ in range(config.layers))
-        self.output = nn.Linear(dim, tgt_embedding.shape[0])  # not tied to the decoder's embedding
+        self.output = nn.Linear(dim, tgt_embedding.shape[0])
         xavier_init(self)
+        # coupled after xavier_init, which must not overwrite it; every other weight is then the same as
+        # untied's for the same seed
+        embedding = self.decoder_input.embedding.weight
+        if config.output_embedding == "tied":  # one parameter: a frozen embedding freezes the projection too
+            self.output.weight = embedding
+        elif config.output_embedding == "initialized":
+            with torch.no_grad():
+                self.output.weight.copy_(embedding)
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) source ids -> memory (B, S, D) and its keep mask (B, 1, 1, S)."""
@@ -37,7 +47,7 @@ class Translator(nn.Module):
         """Decoder states (B, T, D) for every prefix of tgt; self.output turns them into logits."""
         y = self.decoder_input(tgt)
         for layer in self.decoder:
-            y = layer(y, memory, memory_keep)
+            y = layer(y, memory, memory_keep, self.decoder_input.position)
         return y
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
@@ -80,7 +90,7 @@ class Translator(nn.Module):
         for step in range(1, steps + 1):
             y = self.decoder_input(token, start=step - 1)  # (B, 1, D)
             for layer, cache in zip(self.decoder, caches):
-                y = layer.step(y, cache, keep)
+                y = layer.step(y, cache, keep, self.decoder_input.position)
             token = self.output(y[:, -1]).argmax(-1).masked_fill(done, PAD)[:, None]  # (B, 1)
             out.append(token)
             done |= (token[:, 0] == EOS) | (step >= limits)
@@ -89,5 +99,6 @@ class Translator(nn.Module):
         return torch.cat(out, dim=1)
 
     def num_parameters(self) -> int:
-        """All parameters, frozen embeddings included (the count the paper's Table 5 reports)."""
+        """All parameters, frozen embeddings included (the count the paper's Table 5 reports); a tied output
+        weight counts once."""
         return sum(p.numel() for p in self.parameters())

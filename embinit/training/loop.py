@@ -7,6 +7,11 @@ Classification: cross-entropy; every epoch validation accuracy (and test accurac
 MNLI mismatched); the best validation accuracy and its epoch are reported, and the best test accuracy with its
 own epoch.
 
+Every epoch also measures the mechanism metrics (embinit.training.mechanism: embedding spread, how much the
+scaled embedding outweighs the position encoding, attention entropy and saturation, gradient norms) unless
+`train.mechanism` is off; they never change the run's trajectory. The input embeddings of the reported state
+(translation: the selected epoch; classification: the best validation accuracy's) are a run output.
+
 Every epoch ends in a checkpoint, so a killed run continues where it stopped, and a checkpoint of another
 identity (settings, code, input files) is discarded (embinit.training.checkpoint).
 """
@@ -26,7 +31,7 @@ import torch.nn as nn
 
 from embinit.data.vocab import Detokenizer, References, load_detokenizer, read_references
 from embinit.io import atomic_path, write_text_atomic
-from embinit.training import checkpoint, scoring
+from embinit.training import checkpoint, mechanism, scoring
 from embinit.training.batching import BucketBatchSampler, ClassificationData, TranslationData, load_dataset
 from embinit.training.device import describe, place
 from embinit.training.epoch import adam, build_model, check_finite, evaluate_loss, train_epoch
@@ -55,7 +60,10 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     the run's identity (embinit.training.checkpoint.input_files); `placement` (device, threads) is not.
 
     Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.tok.hyp.txt / test.tok.ref.txt
-    (paper BLEU's input) and test.hyp.txt / test.ref.txt (standard sacreBLEU's), and final.json last.
+    (paper BLEU's input) and test.hyp.txt / test.ref.txt (standard sacreBLEU's), embeddings.npz (the input
+    embedding matrices of the reported state, keys `encoder` and, translation, `decoder`), and final.json last.
+    train.mechanism (default true) adds the mechanism metrics to every epoch's row (embinit.training.mechanism;
+    train.mechanism_probe: its number of validation sentences).
     Resumes from out_dir/checkpoint.pt when it is of the same identity and unfinished (see
     embinit.training.checkpoint.resumable_checkpoint).
     """
@@ -94,6 +102,7 @@ def _train(spec: dict, out_dir: Path, placement: Placement) -> dict:
         selected = select_and_score_translation(run, rows, best_model, out_dir)
     else:
         selected = select_classification(rows)
+    write_embeddings(out_dir / "embeddings.npz", run.model, best_model)
     final = final_record(run, rows, selected)
     write_text_atomic(out_dir / "final.json", json.dumps(final, indent=2) + "\n")
     checkpoint.save_checkpoint(path, {**state, "finished": True})
@@ -203,9 +212,27 @@ def epoch_row(run: Run, epoch: int) -> dict:
     }
     check_finite(row["valid_loss"], run.name, epoch, "validation loss")
     row.update(epoch_scores(run))
-    row["train_seconds"] = train_seconds
-    row["valid_seconds"] = time.perf_counter() - began - train_seconds
-    row["tokens_per_second"] = tokens / train_seconds
+    valid_seconds = time.perf_counter() - began - train_seconds
+    timing = {
+        "train_seconds": train_seconds,
+        "valid_seconds": valid_seconds,
+        "tokens_per_second": tokens / train_seconds,
+    }
+    if mechanism.enabled(run.spec["train"]):
+        probe_began = time.perf_counter()
+        row.update(
+            mechanism.measure(
+                run.model,
+                run.splits["valid"],
+                run.spec["batch_size"],
+                run.device,
+                mechanism.probe_size(run.spec["train"]),
+            )
+        )
+        if run.device.type == "cuda":
+            torch.cuda.synchronize()
+        timing["mechanism_seconds"] = time.perf_counter() - probe_began
+    row.update(timing)
     log.info("%s epoch %d: %s", run.name, epoch, {k: round(v, 4) for k, v in row.items() if k != "epoch"})
     return {k: float(v) if k != "epoch" else v for k, v in row.items()}
 
@@ -235,13 +262,24 @@ def epoch_scores(run: Run) -> dict:
 
 
 def keep_best(run: Run, row: dict, rows: list[dict], best_model: dict | None) -> dict | None:
-    """Translation: the weights (on the CPU) of the lowest validation loss so far, `row` (not yet in `rows`)
-    included; the earliest epoch on ties. Classification selects from the rows alone and keeps none."""
-    if not run.translation:
-        return best_model
-    if best_model is None or row["valid_loss"] < min(r["valid_loss"] for r in rows):
+    """The weights (on the CPU) of the state the run reports, `row` (not yet in `rows`) included, the earliest
+    epoch on ties: translation the lowest validation loss so far, classification the best validation accuracy."""
+    if best_model is None:
+        better = True
+    elif run.translation:
+        better = row["valid_loss"] < min(r["valid_loss"] for r in rows)
+    else:
+        better = row["valid_acc"] > max(r["valid_acc"] for r in rows)
+    if better:
         return {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
     return best_model
+
+
+def write_embeddings(path: Path, model: nn.Module, best_model: dict) -> None:
+    """embeddings.npz: the input embedding matrix of each side (`encoder`, `decoder`) of the reported state."""
+    arrays = {side: best_model[key].float().numpy() for side, key in mechanism.embedding_keys(model).items()}
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
 
 
 def write_metrics(path: Path, rows: list[dict]) -> None:

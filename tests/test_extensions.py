@@ -1,0 +1,267 @@
+"""embinit.extensions: the user's own files add initializers, missing-row policies and position encodings."""
+
+import inspect
+import re
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import REPO, load_default_config
+from embinit import extensions
+from embinit.config import ConfigError, check
+from embinit.extensions import ExtensionError, fingerprint, isolated, load, module_name
+from embinit.layers import initializers as ini
+from embinit.layers.pretrained import MISSING_POLICIES
+from embinit.models.position import POSITION_ENCODINGS
+
+EXAMPLE = REPO / "examples" / "scaled_xavier.py"
+SHAPE = (300, 20)
+
+
+@pytest.fixture(autouse=True)
+def clean():
+    """Every test leaves the registries and the loaded extensions as it found them."""
+    builtins = (list(ini.INITIALIZERS), list(MISSING_POLICIES), list(POSITION_ENCODINGS))
+    with isolated():
+        yield
+    assert (list(ini.INITIALIZERS), list(MISSING_POLICIES), list(POSITION_ENCODINGS)) == builtins
+    assert not [m for m in sys.modules if m.startswith(extensions.MODULE_PREFIX)]
+
+
+def write(path, text: str):
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return path
+
+
+INITIALIZER = """
+from pathlib import Path
+
+import numpy as np
+
+from embinit.layers.initializers import register
+
+with open(Path(__file__).with_suffix(".runs"), "a") as log:  # one line per execution of this file
+    log.write("run\\n")
+
+
+@register("{name}")
+def constant(pretrained, shape, rng, value: float = 1.0):
+    return np.full(shape, value, dtype=np.float32)
+"""
+
+EVERY_REGISTRY = """
+import numpy as np
+import torch.nn as nn
+
+from embinit.layers.initializers import register
+from embinit.layers.pretrained import register_missing
+from embinit.models.position import register as register_position
+
+
+@register("Ones_Ext")
+def ones(pretrained, shape, rng):
+    return np.ones(shape, dtype=np.float32)
+
+
+@register_missing("ones_ext")
+def ones_missing(ctx, value: float = 1.0):
+    return np.full((ctx.n_missing, ctx.shape[1]), value)
+
+
+@register_position("none_ext")
+class NoneExt(nn.Module):
+    def __init__(self, dim, config):
+        super().__init__()
+
+    def forward(self, x, start=0):
+        return x
+"""
+
+
+def test_load_registers_once_and_is_idempotent(tmp_path, monkeypatch):
+    path = write(tmp_path / "my_init.py", INITIALIZER.format(name="Constant_Ext"))
+    (module,) = load([path])
+    assert module.__name__ == module_name(path)
+    assert re.fullmatch(r"embinit_ext_my_init_[0-9a-f]{8}", module.__name__)
+    assert ini.INITIALIZERS["Constant_Ext"] is module.constant
+    monkeypatch.chdir(tmp_path)
+    assert load(["my_init.py", str(path)]) == [module, module]  # relative to the working directory, or absolute
+    assert (tmp_path / "my_init.runs").read_text() == "run\n"  # executed once
+    x = ini.initialize("Constant_Ext", np.zeros((4, 3), np.float32), (4, 3), seed=0, params={"value": 2.0})
+    assert (x == 2).all()
+
+
+def test_every_registry(tmp_path):
+    load([write(tmp_path / "every.py", EVERY_REGISTRY)])
+    assert "Ones_Ext" in ini.INITIALIZERS and "ones_ext" in MISSING_POLICIES and "none_ext" in POSITION_ENCODINGS
+
+
+def test_same_stem_in_two_folders_are_two_modules(tmp_path):
+    a = write((tmp_path / "a").mkdir() or tmp_path / "a" / "ext.py", INITIALIZER.format(name="From_A"))
+    b = write((tmp_path / "b").mkdir() or tmp_path / "b" / "ext.py", INITIALIZER.format(name="From_B"))
+    mod_a, mod_b = load([a, b])
+    assert mod_a is not mod_b and {"From_A", "From_B"} <= set(ini.INITIALIZERS)
+
+
+@pytest.mark.parametrize(
+    "text, kind, name",
+    [
+        (
+            "from embinit.layers.initializers import register\nregister('Xavier')(lambda p, s, r: p)\n",
+            "initializer",
+            "Xavier",
+        ),
+        (
+            "from embinit.layers.pretrained import register_missing\nregister_missing('zeros')(lambda ctx: 0)\n",
+            "missing-row policy",
+            "zeros",
+        ),
+        (
+            "from embinit.models.position import register\nregister('sinusoidal')(object)\n",
+            "position encoding",
+            "sinusoidal",
+        ),
+    ],
+)
+def test_a_builtin_name_is_refused_and_left_intact(tmp_path, text, kind, name):
+    registry = {"initializer": ini.INITIALIZERS, "missing-row policy": MISSING_POLICIES}.get(kind, POSITION_ENCODINGS)
+    builtin = registry[name]
+    path = write(tmp_path / "clash.py", text)
+    with pytest.raises(
+        ExtensionError,
+        match=rf"^extension {re.escape(str(path))}: {kind} '{name}' is already registered \(built in\); choose another name$",
+    ):
+        load([path])
+    assert registry[name] is builtin and module_name(path) not in sys.modules
+
+
+def test_a_name_of_another_extension_is_refused(tmp_path):
+    first = write(tmp_path / "first.py", INITIALIZER.format(name="Twice"))
+    second = write(tmp_path / "second.py", INITIALIZER.format(name="Twice"))
+    (module,) = load([first])
+    with pytest.raises(
+        ExtensionError,
+        match=rf"second\.py: initializer 'Twice' is already registered \(by extension {re.escape(str(first))}\)",
+    ):
+        load([second])
+    assert ini.INITIALIZERS["Twice"] is module.constant
+
+
+def test_missing_file_and_not_python(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        ExtensionError,
+        match=rf"^extension nope\.py: no such file \(relative to the working directory {re.escape(str(tmp_path))}\)$",
+    ):
+        load(["nope.py"])
+    with pytest.raises(ExtensionError, match=rf"^extension {re.escape(str(tmp_path))}/nope\.py: no such file$"):
+        load([tmp_path / "nope.py"])
+    write(tmp_path / "ext.txt", "x = 1\n")
+    with pytest.raises(ExtensionError, match=r"^extension ext\.txt: not a Python file"):
+        load(["ext.txt"])
+
+
+def test_import_errors_name_the_file_and_line_and_undo_its_registrations(tmp_path):
+    path = write(
+        tmp_path / "broken.py",
+        """
+        from embinit.layers.initializers import register
+
+        register("Half_Done")(lambda p, s, r: p)
+
+
+        def helper():
+            return 1 / 0
+
+
+        helper()
+        """,
+    )
+    with pytest.raises(
+        ExtensionError, match=rf"^extension {re.escape(str(path))}, line 7: ZeroDivisionError: division by zero$"
+    ):
+        load([path])
+    assert "Half_Done" not in ini.INITIALIZERS and module_name(path) not in sys.modules
+    path = write(tmp_path / "syntax.py", "x = 1\ndef f(:\n")
+    with pytest.raises(ExtensionError, match=rf"^extension {re.escape(str(path))}, line 2: SyntaxError"):
+        load([path])
+    path = write(tmp_path / "imports.py", "import no_such_module_xyz\n")
+    with pytest.raises(
+        ExtensionError, match=r"imports\.py, line 1: ModuleNotFoundError: No module named 'no_such_module_xyz'"
+    ):
+        load([path])
+
+
+def test_fingerprint_follows_the_bytes(tmp_path):
+    a = write(tmp_path / "a.py", "x = 1\n")
+    b = write(tmp_path / "b.py", "y = 2\n")
+    base = fingerprint([a, b])
+    assert re.fullmatch(r"[0-9a-f]{16}", base)
+    assert fingerprint([b, a]) == base and fingerprint([str(a), str(b)]) == base
+    assert fingerprint([]) != base and fingerprint([a]) != base
+    write(a, "x = 2\n")
+    assert fingerprint([a, b]) != base
+    with pytest.raises(ExtensionError, match="no such file"):
+        fingerprint([tmp_path / "gone.py"])
+
+
+def test_initializer_fingerprint_covers_the_extension_file(tmp_path):
+    path = tmp_path / "ext.py"
+    prints = []
+    for helper in ("def helper():\n    return 1\n", "def helper():\n    return 22\n"):
+        write(path, INITIALIZER.format(name="Constant_Ext") + helper)
+        with isolated():
+            load([path])
+            assert "def constant" in inspect.getsource(ini.INITIALIZERS["Constant_Ext"])
+            prints.append(ini.fingerprint("Constant_Ext", {}))
+    assert prints[0] != prints[1]  # only a helper changed, not the initializer itself
+
+
+def test_example_scaled_xavier():
+    load([EXAMPLE])
+    fn = ini.INITIALIZERS["Xavier_Scaled"]
+    assert fn.__doc__ and "scale" in inspect.signature(fn).parameters
+    assert not ini.reads_pretrained("Xavier_Scaled")  # its runs need no download: the workflow passes no matrix
+    a = ini.xavier_bound(*SHAPE)
+    for params, scale in (({}, 2.0), ({"scale": 3.0}, 3.0)):
+        x = ini.initialize("Xavier_Scaled", None, SHAPE, seed=1, params=params)  # its own layer, not Xavier
+        assert x.dtype == np.float32 and x.shape == SHAPE
+        assert 0.99 * scale * a < np.abs(x).max() <= scale * a * (1 + 1e-6)
+    assert len(ini.fingerprint("Xavier_Scaled", {"scale": 3.0})) == 16
+
+
+def test_config_check_loads_the_example():
+    config = load_default_config()
+    config["initializers"] = [*config["initializers"], "Xavier_Scaled"]
+    config["initializer_params"] = {**config["initializer_params"], "Xavier_Scaled": {"scale": 3.0}}
+    with pytest.raises(ConfigError, match=r"config key initializers\[\d+\]: unknown name 'Xavier_Scaled'; allowed: "):
+        check(config)
+    config["extensions"] = [str(EXAMPLE)]
+    check(config)
+    assert "Xavier_Scaled" in ini.INITIALIZERS
+    config["initializer_params"]["Xavier_Scaled"] = {"scale": "big"}
+    with pytest.raises(
+        ConfigError, match=r"config key initializer_params\.Xavier_Scaled\.scale: 'big' is not a number"
+    ):
+        check(config)
+
+
+def test_config_check_accepts_every_registry_of_an_extension(tmp_path):
+    config = load_default_config()
+    config["embeddings"]["missing"] = "ones_ext"
+    config["embeddings"]["missing_params"] = {"ones_ext": {"value": 0.5}}
+    for variant in config["variants"].values():
+        variant["pos_encoding"] = "none_ext"
+    with pytest.raises(
+        ConfigError, match=r"config key embeddings\.missing: unknown name 'ones_ext'; allowed: mean_std, neighbors"
+    ):
+        check(config)
+    config["extensions"] = [str(write(tmp_path / "every.py", EVERY_REGISTRY))]
+    check(config)
+    config["embeddings"]["missing_params"] = {"ones_ext": {"valeu": 0.5}}
+    with pytest.raises(
+        ConfigError, match=r"embeddings\.missing_params\.ones_ext\.valeu: unknown name 'valeu'; allowed: value"
+    ):
+        check(config)
