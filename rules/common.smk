@@ -296,14 +296,7 @@ def figure2_runs(template):
 def table10_runs(template):
     """Table 10's runs (FINAL, TRAINED) or their starting layers (EMBEDDING), in one order."""
     t10 = config["table10"]
-    if template == EMBEDDING:
-        return [
-            fill(EMBEDDING, block=t10["block"], init=i, seed=s, side=t10["side"])
-            for i in initializers_of(config, t10["block"])
-            if i in t10["initializers"]
-            for s in range(len(seeds_of(config, t10["block"])))
-        ]
-    return base_runs([t10["block"]], t10["initializers"], template=template)
+    return base_runs([t10["block"]], t10["initializers"], template=fill(template, side=t10["side"]))
 
 
 def table4_layer(template):
