@@ -4,7 +4,7 @@ rebuild from the committed run records alone."""
 import pandas as pd
 import pytest
 
-from conftest import run_snakemake, write_config
+from conftest import TINY_REMOTES, run_snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -14,19 +14,6 @@ QUESTIONS = ": plural-nouns\nbike bikes dog dogs\ndog dogs bike bikes\nman woman
 
 
 def _tiny_beyond_config(path, mirror):
-    tiny = {
-        rel: {"sha256": None}
-        for rel in (
-            "glue/SST-2/train.tsv",
-            "glue/SST-2/dev.tsv",
-            "word2vec/questions-words.txt",
-            *[
-                f"multi30k/task1/raw/{s}.{lang}.gz"
-                for s in ("train", "val", "test_2016_flickr")
-                for lang in ("de", "en")
-            ],
-        )
-    }
     inits = ["Xavier", "Pretrained"]
     return write_config(
         path,
@@ -34,7 +21,7 @@ def _tiny_beyond_config(path, mirror):
             "mirror": str(mirror),
             "outputs": OUTPUTS,
             "run_blocks": ["multi30k_glove6b50d"],
-            "remotes": tiny,
+            "remotes": TINY_REMOTES,
             "model": {"max_len": 64},
             "train": {"mechanism_probe": 4},
             "blocks": {

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, SHARED_DATA, needs_shared, planned_outputs, run_snakemake, write_config
+from conftest import TINY_REMOTES, REPO, SHARED_DATA, needs_shared, planned_outputs, run_snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -17,25 +17,12 @@ QUESTIONS = (
 
 
 def _tiny_paper_config(path, mirror, **extra):
-    tiny = {
-        rel: {"sha256": None}
-        for rel in (
-            "glue/SST-2/train.tsv",
-            "glue/SST-2/dev.tsv",
-            "word2vec/questions-words.txt",
-            *[
-                f"multi30k/task1/raw/{s}.{lang}.gz"
-                for s in ("train", "val", "test_2016_flickr")
-                for lang in ("de", "en")
-            ],
-        )
-    }
     return write_config(
         path,
         {
             "mirror": str(mirror),
             "run_blocks": ["sst2_glove6b50d", "multi30k_glove6b50d"],
-            "remotes": tiny,
+            "remotes": TINY_REMOTES,
             "model": {"max_len": 64},
             "blocks": {
                 "sst2_glove6b50d": {
