@@ -240,6 +240,13 @@ def valid_bleu_of(config: dict, block: str, initializer: str, variant: str) -> b
     return variant == "base" and block in figure["blocks"] and initializer in figure["initializers"]
 
 
+def lr_of(config: dict, block: str) -> float:
+    """The block's `lr` when it sets one, else its task's (the paper's rate per task): a stand-in of another width
+    may need its own rate to converge in the epochs it is given."""
+    block_cfg = config["blocks"][block]
+    return block_cfg.get("lr", config["tasks"][block_cfg["task"]]["lr"])
+
+
 def trained_blocks(config: dict) -> list[str]:
     """Blocks whose models train: run_blocks and the blocks of Tables 3, 9, 10, 11 and Figures 1, 2 (which train
     their own runs, in run_blocks or not)."""

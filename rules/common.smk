@@ -4,7 +4,7 @@ import json
 import os
 import re
 
-from embinit.config import dim_of, initializers_of, seeds_of, sides_of, tokenizer_of, valid_bleu_of
+from embinit.config import dim_of, initializers_of, lr_of, seeds_of, sides_of, tokenizer_of, valid_bleu_of
 from embinit.data.fetch import FetchSettings
 from embinit.data.prepare import splits_of
 from embinit.data.vocab import SPLIT_LAYOUT
@@ -168,7 +168,7 @@ def train_spec(wc):
         "variant": config["variants"][wc.variant],
         "epochs": block["epochs"],
         "batch_size": block["batch_size"],
-        "lr": task["lr"],
+        "lr": lr_of(config, wc.block),
         "seed": int(wc.seed),
         "valid_bleu": valid_bleu_of(config, wc.block, wc.init, wc.variant),
         "num_classes": task.get("num_classes"),

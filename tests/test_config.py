@@ -4,7 +4,7 @@ import pytest
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.config import ConfigError, check, heads_for, load, trained_blocks, valid_bleu_of, validate
+from embinit.config import ConfigError, check, heads_for, load, lr_of, trained_blocks, valid_bleu_of, validate
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
@@ -60,7 +60,7 @@ def test_the_shipped_configs_pass():
 def test_validate_lists_every_violation_on_one_line_each():
     config = _config(
         {
-            "blocks": {"sst2_glove": {"epochs": "five", "epoch": 3}},
+            "blocks": {"sst2_glove": {"epochs": "five", "epoch": 3, "lr": 0}},
             "run_blocks": [],
             "table4": {"side": "middle"},
             "extra": 1,
@@ -75,6 +75,7 @@ def test_validate_lists_every_violation_on_one_line_each():
         "config key (top level): Additional properties are not allowed ('extra' was unexpected)",
         "config key blocks.sst2_glove: Additional properties are not allowed ('epoch' was unexpected)",
         "config key blocks.sst2_glove.epochs: 'five' is not of type 'integer'",
+        "config key blocks.sst2_glove.lr: 0 is less than or equal to the minimum of 0",
         "config key run_blocks: [] should be non-empty",
         "config key table4.side: 'middle' is not one of ['encoder', 'decoder']",
         "config key tasks: [] is not of type 'object'",
@@ -163,6 +164,14 @@ def test_initializer_params_accept_every_allowed_value():
 )
 def test_table_and_figure_blocks_fit_their_output(overrides, expected):
     assert _check_error(overrides).startswith(expected)
+
+
+def test_a_block_lr_overrides_its_tasks_for_that_block_only():
+    config = load_default_config()
+    assert lr_of(config, "multi30k_glove") == config["tasks"]["multi30k"]["lr"] == 2.0e-4
+    update_config(config, {"blocks": {"multi30k_glove": {"lr": 1.0e-3}}})
+    assert lr_of(config, "multi30k_glove") == 1.0e-3
+    assert lr_of(config, "multi30k_mbert") == 2.0e-4  # same task, its own block
 
 
 def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():

@@ -1,6 +1,8 @@
 """The beyond-the-paper outputs (Tables 9-11, Figure 2) as Snakemake targets, end to end on tiny data, and their
 rebuild from the committed run records alone."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -25,7 +27,7 @@ def _tiny_beyond_config(path, mirror):
             "model": {"max_len": 64},
             "train": {"mechanism_probe": 4},
             "blocks": {
-                "multi30k_glove6b50d": {"seeds": 2, "epochs": 2, "batch_size": 8, "initializers": inits},
+                "multi30k_glove6b50d": {"seeds": 2, "epochs": 2, "batch_size": 8, "initializers": inits, "lr": 5.0e-4},
                 "sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": inits},
             },
             "table9": {
@@ -74,6 +76,9 @@ def test_beyond_outputs_build_end_to_end_and_their_tables_rebuild_from_run_recor
     figure2 = pd.read_csv(results / "figure2.csv")
     assert set(figure2.initializer) == {"Xavier", "Pretrained"} and set(figure2.epoch) == {1, 2}
     assert (results / "figure2.png").stat().st_size > 1000
+    # the block's own lr reaches its runs; the other block keeps its task's
+    lrs = {b: json.loads((results / f"{b}/Xavier/seed0/base/final.json").read_text())["lr"] for b in table9.block}
+    assert lrs == {"multi30k_glove6b50d": 5.0e-4, "sst2_glove6b50d": 1.0e-4}
     rotary = pd.read_parquet(results / "multi30k_glove6b50d/Xavier/seed0/rotary/metrics.parquet")
     assert {"sigma_decoder", "grad_norm_embedding"} <= set(rotary.columns)
 
