@@ -25,12 +25,25 @@ RECORDS = sorted(REPO.glob("results/*/*/*/seed*/*/final.json"))
 TRANSLATION = [p for p in RECORDS if json.loads(p.read_text())["kind"] == "translation"]
 
 
+# A table's metric and the final.json value it averages (accuracy as a fraction there, in % in the table).
+RECORD_VALUE = {
+    "bleu": lambda record: record["test_paper_bleu"],
+    "sacrebleu": lambda record: record["test_sacrebleu"],
+    "accuracy_pct": lambda record: 100 * record["best_valid_acc"],
+}
+
+
 @pytest.mark.parametrize("table", RECORD_TABLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_every_table_row_has_its_run_records(table):
+def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
     for row in pd.read_csv(table).itertuples():
-        runs = list(table.parent.glob(f"{row.block}/{row.initializer}/seed*/{row.variant}/final.json"))
+        runs = sorted(table.parent.glob(f"{row.block}/{row.initializer}/seed*/{row.variant}/final.json"))
         assert len(runs) == row.n_seeds, (table, row.block, row.initializer, row.variant)
         assert all((run.parent / "metrics.parquet").exists() for run in runs)
+        records = [json.loads(run.read_text()) for run in runs]
+        values = [RECORD_VALUE[row.metric](record) for record in records]
+        assert row.mean == pytest.approx(sum(values) / len(values)), (table, row.block, row.initializer, row.metric)
+        epochs = [record["best_epoch"] for record in records]
+        assert row.mean_best_epoch == pytest.approx(sum(epochs) / len(epochs)), (table, row.block, row.initializer)
 
 
 def sacrebleu(ref, hyp, *options) -> float:
