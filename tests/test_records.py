@@ -5,6 +5,7 @@ its records, and the paper BLEU recomputes from the token files with sacreBLEU's
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 
@@ -42,9 +43,9 @@ def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
         assert all((run.parent / "metrics.parquet").exists() for run in runs)
         records = [json.loads(run.read_text()) for run in runs]
         values = [RECORD_VALUE[row.metric](record) for record in records]
-        assert row.mean == pytest.approx(sum(values) / len(values)), (table, row.block, row.initializer, row.metric)
+        assert row.mean == pytest.approx(statistics.fmean(values)), (table, row.block, row.initializer, row.metric)
         epochs = [record["best_epoch"] for record in records]
-        assert row.mean_best_epoch == pytest.approx(sum(epochs) / len(epochs)), (table, row.block, row.initializer)
+        assert row.mean_best_epoch == pytest.approx(statistics.fmean(epochs)), (table, row.block, row.initializer)
 
 
 def sacrebleu(ref, hyp, *options) -> float:
@@ -76,6 +77,8 @@ def test_offline_multi30k_xavier_runs_passed_their_validation_minimum():
     rows = table[(table.task == "multi30k") & (table.initializer == "Xavier") & (table.metric == "bleu")]
     assert len(rows) == 1 and rows.n_seeds.iloc[0] >= 3
     row = rows.iloc[0]
-    for final in RESULTS.glob(f"offline-cpu/{row.block}/Xavier/seed*/{row.variant}/final.json"):
+    finals = sorted(RESULTS.glob(f"offline-cpu/{row.block}/Xavier/seed*/{row.variant}/final.json"))
+    assert len(finals) == row.n_seeds
+    for final in finals:
         record = json.loads(final.read_text())
         assert record["best_epoch"] < record["epochs"], final
