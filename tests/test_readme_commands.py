@@ -1,0 +1,60 @@
+"""The README's snakemake commands mean what the README says: parsed by Snakemake's own argument parser, every
+file a command names is a target (not swallowed by `--configfile` or `--config`, which take every word that
+follows them) and every `--config` entry is a key=value pair."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+
+import pytest
+from snakemake.cli import get_argument_parser
+
+from conftest import REPO
+
+SNAKEMAKE = ".venv/bin/snakemake"
+TARGET = re.compile(r"^results/\S+\.(csv|md|png|json)$")
+
+
+def readme_snakemake_commands() -> list[list[str]]:
+    """Each snakemake invocation in the README's shell blocks (fenced bash or indented), as bash expands it
+    (variables, brace expansion): the block's assignments and snakemake lines run with snakemake replaced by a
+    function that prints its arguments."""
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    blocks += [
+        "\n".join(line[4:] for line in block.splitlines()) for block in re.findall(r"(?:^ {4}.*\n)+", text, re.M)
+    ]
+    commands = []
+    for block in blocks:
+        lines = block.replace("\\\n", " ").splitlines()
+        script = ["args() { printf '%s\\0' \"$@\"; printf '\\n'; }"]
+        for line in lines:
+            line = line.split(" # ")[0]
+            if re.match(r"^[A-Z]+=", line):
+                script.append(line.replace(SNAKEMAKE, "args"))
+            elif SNAKEMAKE in line or line.startswith("$S "):
+                script.append("args" + line[line.index(SNAKEMAKE) + len(SNAKEMAKE) :] if SNAKEMAKE in line else line)
+        if len(script) == 1:
+            continue
+        out = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, check=True).stdout
+        commands += [line.split("\0")[:-1] for line in out.splitlines() if line]
+    return commands
+
+
+COMMANDS = readme_snakemake_commands()
+
+
+def test_the_readme_has_its_snakemake_commands():
+    # Command 1, the paper's, the cluster's, four offline parts, the rebuilds, the extension example at least.
+    assert len(COMMANDS) >= 12, COMMANDS
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: shlex.join(argv)[:80])
+def test_readme_command_parses_as_meant(argv):
+    args = get_argument_parser().parse_args(argv)
+    named_files = [word for word in argv if TARGET.match(word)]
+    assert set(named_files) <= set(args.targets or []), "a target was taken as an option's value"
+    assert all("=" in entry for entry in args.config or []), args.config
+    assert all(str(path).endswith((".yaml", ".yml")) for path in args.configfile or []), args.configfile
