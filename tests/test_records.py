@@ -14,12 +14,13 @@ import pytest
 
 from conftest import REPO
 
-# Committed tables built from committed records. results/offline-cpu's Table 1 holds the parts run so far (README
-# "Offline CPU results": the run is in parts); its Tables 3, 5 and 7 join once their parts are run.
+# Committed tables built from committed records (README "Offline CPU results": the offline run is in parts whose
+# records accumulate); results/offline-cpu's Table 3 joins once its part is run.
 RESULTS = REPO / "results"
 RECORD_TABLES = [
     RESULTS / "first-run/table1.csv",
     RESULTS / "offline-cpu/table1.csv",
+    RESULTS / "offline-cpu/table7.csv",
     RESULTS / "offline-cpu/table9.csv",
     RESULTS / "offline-cpu/table11.csv",
 ]
@@ -46,6 +47,17 @@ def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
         assert row.mean == pytest.approx(statistics.fmean(values)), (table, row.block, row.initializer, row.metric)
         epochs = [record["best_epoch"] for record in records]
         assert row.mean_best_epoch == pytest.approx(statistics.fmean(epochs)), (table, row.block, row.initializer)
+
+
+def test_offline_table5_recomputes_from_the_base_run_records():
+    """Table 5's per-block settings and minutes per epoch are those of the block's committed base runs."""
+    table = pd.read_csv(RESULTS / "offline-cpu/table5.csv")
+    for row in table.itertuples():
+        records = [json.loads(p.read_text()) for p in RESULTS.glob(f"offline-cpu/{row.block}/*/seed*/base/final.json")]
+        assert len(records) == row.n_runs, row.block
+        assert {record["epochs"] for record in records} == {row.epochs}, row.block
+        minutes = statistics.fmean(record["train_minutes_per_epoch"] for record in records)
+        assert row.train_minutes_per_epoch == pytest.approx(minutes), row.block
 
 
 def sacrebleu(ref, hyp, *options) -> float:
