@@ -31,11 +31,11 @@ def readme_snakemake_commands() -> list[list[str]]:
         lines = block.replace("\\\n", " ").splitlines()
         script = ["args() { printf '%s\\0' \"$@\"; printf '\\n'; }"]
         for line in lines:
-            line = line.split(" # ")[0]
-            if re.match(r"^[A-Z]+=", line):
-                script.append(line.replace(SNAKEMAKE, "args"))
-            elif SNAKEMAKE in line or line.startswith("$S "):
-                script.append("args" + line[line.index(SNAKEMAKE) + len(SNAKEMAKE) :] if SNAKEMAKE in line else line)
+            line = line.split(" # ")[0].replace(SNAKEMAKE, "args")
+            if re.match(r"^[A-Z]+=", line) or line.startswith("$"):  # an assignment, or a command held in one
+                script.append(line)
+            elif "args " in line:  # the snakemake step of a line (command 1 installs first)
+                script.append(line[line.index("args ") :])
         if len(script) == 1:
             continue
         out = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, check=True).stdout
