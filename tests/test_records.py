@@ -36,10 +36,15 @@ RECORD_VALUE = {
 }
 
 
+def run_finals(example_dir, block: str, initializer: str = "*", variant: str = "base") -> list:
+    """The final.json of every committed seed of a run cell (`*` for every initializer)."""
+    return sorted(example_dir.glob(f"{block}/{initializer}/seed*/{variant}/final.json"))
+
+
 @pytest.mark.parametrize("table", RECORD_TABLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
     for row in pd.read_csv(table).itertuples():
-        runs = sorted(table.parent.glob(f"{row.block}/{row.initializer}/seed*/{row.variant}/final.json"))
+        runs = run_finals(table.parent, row.block, row.initializer, row.variant)
         assert len(runs) == row.n_seeds, (table, row.block, row.initializer, row.variant)
         assert all((run.parent / "metrics.parquet").exists() for run in runs)
         records = [json.loads(run.read_text()) for run in runs]
@@ -53,7 +58,7 @@ def test_offline_table5_recomputes_from_the_base_run_records():
     """Table 5's per-block settings and minutes per epoch are those of the block's committed base runs."""
     table = pd.read_csv(RESULTS / "offline-cpu/table5.csv")
     for row in table.itertuples():
-        records = [json.loads(p.read_text()) for p in RESULTS.glob(f"offline-cpu/{row.block}/*/seed*/base/final.json")]
+        records = [json.loads(p.read_text()) for p in run_finals(RESULTS / "offline-cpu", row.block)]
         assert len(records) == row.n_runs, row.block
         assert {record["epochs"] for record in records} == {row.epochs}, row.block
         minutes = statistics.fmean(record["train_minutes_per_epoch"] for record in records)
@@ -89,7 +94,7 @@ def test_offline_multi30k_xavier_runs_passed_their_validation_minimum():
     rows = table[(table.task == "multi30k") & (table.initializer == "Xavier") & (table.metric == "bleu")]
     assert len(rows) == 1 and rows.n_seeds.iloc[0] >= 3
     row = rows.iloc[0]
-    finals = sorted(RESULTS.glob(f"offline-cpu/{row.block}/Xavier/seed*/{row.variant}/final.json"))
+    finals = run_finals(RESULTS / "offline-cpu", row.block, "Xavier", row.variant)
     assert len(finals) == row.n_seeds
     for final in finals:
         record = json.loads(final.read_text())
