@@ -204,13 +204,16 @@ def _check_block(config: dict, name: str, block: dict) -> None:
             f"needs exactly the sides {sides}, got {sorted(block['sources'])}"
         )
     used = [s for s in block["sources"].values() if s is not None]
-    if not used:
-        raise ConfigError(f"config key blocks.{name}.sources: at least one side needs a source")
+    if not used and "dim" not in block:
+        raise ConfigError(f"config key blocks.{name}: a block with no pre-trained source needs `dim` (its D)")
     for side, source in block["sources"].items():
         if source is not None:
             _require(source, config["sources"], f"blocks.{name}.sources.{side}")
-    if len({config["sources"][s]["dim"] for s in used}) > 1:
-        raise ConfigError(f"config key blocks.{name}.sources: sides have different dimensions; d_model is shared")
+    dims = {config["sources"][s]["dim"] for s in used} | ({block["dim"]} if "dim" in block else set())
+    if len(dims) > 1:
+        raise ConfigError(
+            f"config key blocks.{name}: its sources and `dim` give different dimensions {sorted(dims)}; d_model is shared"
+        )
     subword = {s for s in used if config["sources"][s]["level"] == "subword"}
     if subword and (len(subword) > 1 or len(subword) != len(set(used))):
         raise ConfigError(f"config key blocks.{name}.sources: a sub-word source must be the only source of its block")
@@ -265,8 +268,10 @@ def heads_for(model_cfg: dict, dim: int) -> int:
 
 
 def dim_of(config: dict, block: str) -> int:
-    source = next(s for s in config["blocks"][block]["sources"].values() if s is not None)
-    return config["sources"][source]["dim"]
+    """D of a block: its sources' dimension, or its own `dim` when no side has a source (a Xavier-only block)."""
+    block_cfg = config["blocks"][block]
+    source = next((s for s in block_cfg["sources"].values() if s is not None), None)
+    return block_cfg["dim"] if source is None else config["sources"][source]["dim"]
 
 
 def initializers_of(config: dict, block: str) -> list[str]:

@@ -225,11 +225,15 @@ def report_config(*sections):
 def stats_entries(blocks, initializers):
     """Seed 0's encoder layer of each (block, initializer) pair, as embinit.reports.statistics expects.
 
-    A block whose encoder has no source (multi30k_glove6b50d offline) reports its decoder layer instead.
+    A block whose encoder has no source (multi30k_glove6b50d offline) reports its decoder layer instead; a block
+    with no source at all (a Xavier-only block) has no pre-trained layer to describe and is left out.
     """
     entries = []
     for block in blocks:
-        side, source = next((k, s) for k, s in config["blocks"][block]["sources"].items() if s is not None)
+        sourced = [(k, s) for k, s in config["blocks"][block]["sources"].items() if s is not None]
+        if not sourced:
+            continue
+        side, source = sourced[0]
         for init in initializers_of(config, block):
             if init in initializers:
                 entries.append(

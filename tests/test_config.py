@@ -52,9 +52,11 @@ def test_the_shipped_configs_pass():
     config = load(REPO / "config.yaml")
     validate(config, SCHEMA, ["config.yaml"])
     check(config)
-    update_config(config, load(REPO / "config" / "offline-cpu.yaml"))
-    validate(config, SCHEMA, ["config.yaml", "offline-cpu.yaml"])
-    check(config)
+    for overlay in ("offline-cpu.yaml", "paper-scale-cpu.yaml", "first-run.yaml"):
+        merged = load(REPO / "config.yaml")
+        update_config(merged, load(REPO / "config" / overlay))
+        validate(merged, SCHEMA, ["config.yaml", overlay])
+        check(merged)
 
 
 def test_validate_lists_every_violation_on_one_line_each():
@@ -164,6 +166,24 @@ def test_initializer_params_accept_every_allowed_value():
 )
 def test_table_and_figure_blocks_fit_their_output(overrides, expected):
     assert _check_error(overrides).startswith(expected)
+
+
+def test_a_block_without_a_source_takes_its_dim_from_the_block():
+    from embinit.config import dim_of
+
+    xavier_only = {"task": "multi30k", "sources": {"encoder": None, "decoder": None}, "epochs": 1, "batch_size": 8,
+                   "seeds": 1, "family": "GloVe"}  # fmt: skip
+    assert _check_error({"blocks": {"xavier_only": xavier_only}}) == (
+        "config key blocks.xavier_only: a block with no pre-trained source needs `dim` (its D)"
+    )
+    config = load_default_config()
+    update_config(config, {"blocks": {"xavier_only": {**xavier_only, "dim": 300}}})
+    check(config)
+    assert dim_of(config, "xavier_only") == 300
+    assert dim_of(config, "multi30k_glove6b50d") == 50  # from its source
+    assert _check_error({"blocks": {"multi30k_glove6b50d": {"dim": 300}}}).startswith(
+        "config key blocks.multi30k_glove6b50d: its sources and `dim` give different dimensions [50, 300]"
+    )
 
 
 def test_a_block_lr_overrides_its_tasks_for_that_block_only():

@@ -115,6 +115,17 @@ def test_frozen_embedding_has_no_gradient():
     assert model.output.weight.requires_grad
 
 
+@pytest.mark.parametrize("trainable, encoder, decoder", [("encoder", True, False), ("decoder", False, True)])
+def test_one_side_frozen_freezes_only_that_sides_embedding(trainable, encoder, decoder):
+    model = Translator(matrix(30, 16), matrix(20, 16), ModelConfig(embedding_trainable=trainable, **SMALL))
+    assert model.encoder.input.embedding.weight.requires_grad is encoder
+    assert model.decoder_input.embedding.weight.requires_grad is decoder
+    with pytest.raises(ValueError, match="the classifier has none"):
+        Classifier(matrix(30, 16), 2, ModelConfig(embedding_trainable="decoder", **SMALL))
+    with pytest.raises(ValueError, match="embedding_trainable must be one of"):
+        ModelConfig(embedding_trainable="both", **SMALL)
+
+
 def test_cpu_dropout_drops_p_and_keeps_the_mean_in_training_only():
     from embinit.models.layers import Dropout
 

@@ -23,6 +23,10 @@ class Classifier(nn.Module):
                 f"output_embedding {config.output_embedding!r} couples a translator's output projection to its "
                 "decoder embedding; the classifier's output, Linear(D, classes), has none: use 'untied'"
             )
+        if config.embedding_trainable == "decoder":
+            raise ValueError(
+                "embedding_trainable 'decoder' trains a translator's decoder embedding; the classifier has none"
+            )
         self.encoder = Encoder(embedding, config)
         self.output = nn.Linear(embedding.shape[1], num_classes)
         xavier_init(self)

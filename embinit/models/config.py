@@ -7,6 +7,7 @@ import dataclasses
 from embinit.config import heads_for
 
 OUTPUT_EMBEDDINGS = ("untied", "tied", "initialized")  # the translator's output projection (embinit.models.translator)
+EMBEDDING_TRAINABLE = (True, False, "encoder", "decoder")  # both sides, neither, or only the named one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,12 +19,22 @@ class ModelConfig:
     pos_encoding: str = "sinusoidal"  # a key of embinit.models.position.POSITION_ENCODINGS
     pos_base: float = 10000.0
     max_len: int = 256
-    embedding_trainable: bool = True
+    # True, False, or the one side whose input embedding trains ("encoder" / "decoder"; the translator's only)
+    embedding_trainable: bool | str = True
     output_embedding: str = "untied"  # one of OUTPUT_EMBEDDINGS; the classifier takes only untied
 
     def __post_init__(self):
+        if self.embedding_trainable not in EMBEDDING_TRAINABLE:
+            raise ValueError(
+                f"embedding_trainable must be one of {EMBEDDING_TRAINABLE}, not {self.embedding_trainable!r}"
+            )
         if self.output_embedding not in OUTPUT_EMBEDDINGS:
             raise ValueError(f"output_embedding must be one of {OUTPUT_EMBEDDINGS}, not {self.output_embedding!r}")
+
+    def trains_embedding(self, side: str) -> bool:
+        """Whether the input embedding of `side` ("encoder" / "decoder") trains: freezing one side only asks
+        which side's frozen layer holds a frozen model back."""
+        return self.embedding_trainable in (True, side)
 
     @classmethod
     def from_config(cls, model: dict, variant: dict, dim: int) -> ModelConfig:

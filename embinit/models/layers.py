@@ -48,20 +48,20 @@ class TokenInput(nn.Module):
     """Token embedding x sqrt(D) through the position encoding's `embed`, then dropout.
 
     The embedding starts from the given N x D matrix (the initializer under study) and is frozen unless
-    `config.embedding_trainable`. The position encoding is `config.pos_encoding` (embinit.models.position), one
-    per stack: it is built here, and the stack's self-attention layers use it too. `causal` marks the decoder's.
+    `config.trains_embedding(side)`. The position encoding is `config.pos_encoding` (embinit.models.position), one
+    per stack: it is built here, and the stack's self-attention layers use it too; the decoder's is causal.
     """
 
-    def __init__(self, embedding: np.ndarray, config: ModelConfig, causal: bool = False):
+    def __init__(self, embedding: np.ndarray, config: ModelConfig, side: str = "encoder"):
         super().__init__()
         if config.pos_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"pos_encoding must be one of {sorted(POSITION_ENCODINGS)}, not {config.pos_encoding!r}")
         dim = embedding.shape[1]
         self.scale = math.sqrt(dim)
         self.embedding = nn.Embedding.from_pretrained(
-            torch.tensor(embedding, dtype=torch.float32), freeze=not config.embedding_trainable
+            torch.tensor(embedding, dtype=torch.float32), freeze=not config.trains_embedding(side)
         )
-        self.position = POSITION_ENCODINGS[config.pos_encoding](dim, config, causal)
+        self.position = POSITION_ENCODINGS[config.pos_encoding](dim, config, side == "decoder")
         self.dropout = Dropout(config.dropout)
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:

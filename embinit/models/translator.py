@@ -26,7 +26,7 @@ class Translator(nn.Module):
             raise ValueError(f"encoder and decoder embeddings differ in D: {dim} vs {tgt_embedding.shape[1]}")
         self.max_len = config.max_len
         self.encoder = Encoder(src_embedding, config)
-        self.decoder_input = TokenInput(tgt_embedding, config, causal=True)
+        self.decoder_input = TokenInput(tgt_embedding, config, side="decoder")
         self.decoder = nn.ModuleList(DecoderLayer(dim, config) for _ in range(config.layers))
         self.output = nn.Linear(dim, tgt_embedding.shape[0])
         xavier_init(self)
