@@ -10,6 +10,7 @@ from embinit.data.prepare import splits_of
 from embinit.data.vocab import SPLIT_LAYOUT
 from embinit.extensions import fingerprint as extensions_fingerprint
 from embinit.layers.initializers import INITIALIZERS, fingerprint, reads_pretrained
+from embinit.runsheet import run_sheet
 from embinit.training import Placement
 
 # Jobs import the embinit package of this checkout, also inside --sdm conda environments and on cluster nodes
@@ -47,6 +48,11 @@ TABLE_MD = f"{RES}/{{name}}.md"
 FIGURE = f"{RES}/{{name}}.png"
 REPORTS_LOG = f"{RES}/logs/{{name}}.log"
 FIGURES = ("figure1", "figure2")
+REPORT_CATEGORY = {
+    "figure1": "Figure 1",
+    **dict.fromkeys(("table9", "table10", "table11", "figure2"), "Beyond the paper"),
+}
+REPORT_CATEGORY.update(dict.fromkeys(("table1", "table3", "table5", "table7"), "Tables"))
 
 
 def fill(template, **wildcards):
@@ -185,28 +191,6 @@ def train_spec(wc):
     }
 
 
-def run_file(template, block, init, seed, variant):
-    return fill(template, block=block, init=init, seed=seed, variant=variant)
-
-
-def base_runs(blocks, initializers=None, variant="base", seeds=None, template=FINAL):
-    """final.json (or `template`) of every seed of every (block, initializer) for one variant; `seeds` maps a
-    block to another number of seeds than its own (Figure 1 averages five seeds of Multi30k GloVe)."""
-    seeds = seeds or {}
-    return [
-        run_file(template, b, i, s, variant)
-        for b in blocks
-        for i in initializers_of(config, b)
-        if initializers is None or i in initializers
-        for s in range(seeds.get(b, len(seeds_of(config, b))))
-    ]
-
-
-def blocks_running(initializer):
-    """The run_blocks that train `initializer` (the paper ran Xavier_Pretrained only on BERT and T5)."""
-    return [b for b in config["run_blocks"] if initializer in initializers_of(config, b)]
-
-
 # --- reports ---
 
 
@@ -255,21 +239,28 @@ STATS_TABLES = {
     2: [i for i in INITIALIZERS if i not in ("Xavier_Pretrained", "Pretrained_Shuffled")],
     8: ["Xavier_Pretrained"],
 }
-RESULT_TABLES = {
-    1: lambda: base_runs(config["run_blocks"]),
-    7: lambda: base_runs(blocks_running("Xavier_Pretrained"), ["Xavier", "Xavier_Pretrained"]),
-    5: lambda: base_runs(config["run_blocks"]),
-}
+# The run sheet (embinit.runsheet): every run an output shows, one row per (output, run). Report rules take their
+# inputs from it and pass their rows on (params.runs), so each report gets exactly the runs it shows.
+RUNS = run_sheet(config, {"final": FINAL, "metrics": METRICS, "trained": TRAINED, "run": RUN})
 
 
-def table3_runs():
-    t3 = config["table3"]
+def runs_of(output, column="final"):
+    """The files (a column of the sheet: final, metrics, trained) of the runs `output` shows, in sheet order."""
+    return list(RUNS[column][RUNS.output == output])
+
+
+def table10_runs():
+    """Table 10's sheet rows, each with the layer it started from (`initial`, config table10's side)."""
+    side = config["table10"]["side"]
     return [
-        run_file(FINAL, t3["block"], i, s, v)
-        for i in t3["initializers"]
-        for v in t3["variants"]
-        for s in seeds_of(config, t3["block"])[: t3.get("seeds")]
+        {**r, "initial": fill(EMBEDDING, block=r["block"], init=r["initializer"], seed=r["seed"], side=side)}
+        for r in sheet_rows("table10")
     ]
+
+
+def sheet_rows(output):
+    """The sheet's rows of `output` as records: a report's params.runs."""
+    return RUNS[RUNS.output == output].drop(columns="output").to_dict("records")
 
 
 def table6_layers():
@@ -278,29 +269,6 @@ def table6_layers():
         init: fill(EMBEDDING, block=t6["block"], init=init, seed=0, side=t6["side"])
         for init in ("Xavier", "Pretrained", "Pretrained_Xavier")
     }
-
-
-def figure1_runs(template):
-    f1 = config["figure1"]
-    return base_runs(f1["blocks"], f1["initializers"], seeds=f1.get("seeds", {}), template=template)
-
-
-def crossed_runs(key):
-    """final.json of config `key` (table9, table11): its blocks x initializers x variants, every seed."""
-    spec = config[key]
-    return [
-        run for variant in spec["variants"] for run in base_runs(spec["blocks"], spec["initializers"], variant=variant)
-    ]
-
-
-def figure2_runs(template):
-    return base_runs(config["figure2"]["blocks"], config["figure2"]["initializers"], template=template)
-
-
-def table10_runs(template):
-    """Table 10's runs (FINAL, TRAINED) or their starting layers (EMBEDDING), in one order."""
-    t10 = config["table10"]
-    return base_runs([t10["block"]], t10["initializers"], template=fill(template, side=t10["side"]))
 
 
 def table4_layer(template):

@@ -72,77 +72,16 @@ for _table in ("table4", "table4_sensitivity"):
             "../workflow_scripts/analogy.py"
 
 
-for _table, _runs in RESULT_TABLES.items():
-
-    rule:
-        name:
-            f"table{_table}"
-        input:
-            _runs(),
-        output:
-            csv=report(output_path(f"table{_table}"), caption=f"../report/table{_table}.rst", category="Tables"),
-            md=fill(TABLE_MD, name=f"table{_table}"),
-        log:
-            fill(REPORTS_LOG, name=f"table{_table}"),
-        localrule: True
-        conda:
-            PIPELINE_ENV
-        params:
-            table=str(_table),
-            config=report_config(),
-        script:
-            "../workflow_scripts/tables.py"
-
-
-rule table3:
-    """Multi30k GloVe: initializers x embedding trainable yes/no x position encoding yes/no."""
-    input:
-        table3_runs(),
-    output:
-        csv=report(output_path("table3"), caption="../report/table3.rst", category="Tables"),
-        md=fill(TABLE_MD, name="table3"),
-    log:
-        fill(REPORTS_LOG, name="table3"),
-    localrule: True
-    conda:
-        PIPELINE_ENV
-    params:
-        table="3",
-        config=report_config("table3"),
-    script:
-        "../workflow_scripts/tables.py"
-
-
-rule figure1:
-    """Validation BLEU per epoch, mean and one sigma over seeds, one panel per block."""
-    input:
-        runs=figure1_runs(FINAL),
-        metrics=figure1_runs(METRICS),
-    output:
-        png=report(output_path("figure1"), caption="../report/figure1.rst", category="Figure 1"),
-        csv=fill(TABLE, name="figure1"),
-    log:
-        fill(REPORTS_LOG, name="figure1"),
-    localrule: True
-    conda:
-        PIPELINE_ENV
-    params:
-        table="figure1",
-        config=report_config("figure1"),
-    script:
-        "../workflow_scripts/tables.py"
-
-
-# Beyond the paper: Tables 9 and 11 in Table 1's format, Table 10 (analogy after training), Figure 2 (mechanism).
-for _table in ("table9", "table11"):
+# Tables from training runs: each takes exactly the run sheet's rows of its output (params.runs) and their files.
+for _table in ("table1", "table3", "table5", "table7", "table9", "table11"):
 
     rule:
         name:
             _table
         input:
-            crossed_runs(_table),
+            runs_of(_table),
         output:
-            csv=report(output_path(_table), caption=f"../report/{_table}.rst", category="Beyond the paper"),
+            csv=report(output_path(_table), caption=f"../report/{_table}.rst", category=REPORT_CATEGORY[_table]),
             md=fill(TABLE_MD, name=_table),
         log:
             fill(REPORTS_LOG, name=_table),
@@ -150,8 +89,31 @@ for _table in ("table9", "table11"):
         conda:
             PIPELINE_ENV
         params:
-            table=_table.removeprefix("table"),
-            config=report_config(_table),
+            table=_table,
+            runs=sheet_rows(_table),
+        script:
+            "../workflow_scripts/tables.py"
+
+
+for _figure in FIGURES:
+
+    rule:
+        name:
+            _figure
+        input:
+            runs=runs_of(_figure),
+            metrics=runs_of(_figure, "metrics"),
+        output:
+            png=report(output_path(_figure), caption=f"../report/{_figure}.rst", category=REPORT_CATEGORY[_figure]),
+            csv=fill(TABLE, name=_figure),
+        log:
+            fill(REPORTS_LOG, name=_figure),
+        localrule: True
+        conda:
+            PIPELINE_ENV
+        params:
+            table=_figure,
+            runs=sheet_rows(_figure),
         script:
             "../workflow_scripts/tables.py"
 
@@ -159,9 +121,9 @@ for _table in ("table9", "table11"):
 rule table10:
     """Table 4's analogy accuracy on each trained model's embedding layer, before and after training."""
     input:
-        runs=table10_runs(FINAL),
-        trained=table10_runs(TRAINED),
-        initial=table10_runs(EMBEDDING),
+        runs=runs_of("table10"),
+        trained=runs_of("table10", "trained"),
+        initial=[r["initial"] for r in table10_runs()],
         tokens=fill(PRETRAINED_TOKENS, block=config["table10"]["block"], side=config["table10"]["side"]),
         questions=raw(config["table4"]["questions"]),
     output:
@@ -174,29 +136,10 @@ rule table10:
     resources:
         mem_mb=4000,
     params:
+        runs=table10_runs(),
         config=report_config("table10", "table4"),
     script:
         "../workflow_scripts/analogy.py"
-
-
-rule figure2:
-    """The mechanism metrics per epoch: a panel per quantity, a line per initializer, one sigma over seeds."""
-    input:
-        runs=figure2_runs(FINAL),
-        metrics=figure2_runs(METRICS),
-    output:
-        png=report(output_path("figure2"), caption="../report/figure2.rst", category="Beyond the paper"),
-        csv=fill(TABLE, name="figure2"),
-    log:
-        fill(REPORTS_LOG, name="figure2"),
-    localrule: True
-    conda:
-        PIPELINE_ENV
-    params:
-        table="figure2",
-        config=report_config("figure2"),
-    script:
-        "../workflow_scripts/tables.py"
 
 
 rule paper_comparison:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -116,6 +118,9 @@ def planned_outputs(proc) -> set[str]:
 
 STAND_IN = "GloVe-6B-50d (stand-in for GloVe 840B)"
 TABLES_CONFIG = {  # a config for embinit.reports.tables / paper_comparison on fabricated runs
+    "tasks": {
+        t: {"kind": k} for t, k in [("sst2", "classification"), ("mnli", "classification"), ("multi30k", "translation")]
+    },
     "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"],
     "sources": {"glove6b50d": {"display": STAND_IN}, "bert": {"display": "BERT"}},
     "blocks": {
@@ -157,3 +162,20 @@ def md_has_row(markdown: str, *cells: str) -> bool:
     """Whether some table row of `markdown` holds `cells` as consecutive cells."""
     n = len(cells)
     return any(list(cells) == row[i : i + n] for row in md_rows(markdown) for i in range(len(row) - n + 1))
+
+
+def save_runs(tmp_path: Path, records: list[dict], config: dict = TABLES_CONFIG) -> pd.DataFrame:
+    """Fabricated runs as the run sheet's rows (embinit.runsheet.describe): each record written as
+    <block>/<initializer>/seed<k>/<variant>/final.json (column `final`), its metrics.parquet beside it (`metrics`)."""
+    from embinit.runsheet import describe
+
+    rows = []
+    for r in records:
+        run_dir = tmp_path / r["block"] / r["initializer"] / f"seed{r['seed']}" / r["variant"]
+        run_dir.mkdir(parents=True)
+        (run_dir / "final.json").write_text(json.dumps(r))
+        rows.append(
+            describe(config, r["block"], r["initializer"], r["seed"], r["variant"])
+            | {"final": str(run_dir / "final.json"), "metrics": str(run_dir / "metrics.parquet")}
+        )
+    return pd.DataFrame(rows)

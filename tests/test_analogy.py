@@ -290,10 +290,11 @@ def table10_config(block="m30k"):
 
 
 def fabricated_runs(tmp_path, matrix, epochs=7):
-    """Xavier and Pretrained runs of two seeds each: final.json, embeddings.npz (the trained layers: the start
-    plus noise) and the starting layer embedding_decoder.npy, as the pipeline lays them out."""
-    runs, trained, initial, layers = [], [], [], {}
-    for init in ["Pretrained", "Xavier"]:
+    """Table 10's run sheet rows for Xavier and Pretrained runs of two seeds each, with their final.json,
+    embeddings.npz (the trained layers: the start plus noise) and starting layer embedding_decoder.npy, as the
+    pipeline lays them out."""
+    rows, layers = [], {}
+    for init in ["Xavier", "Pretrained"]:
         for seed in range(2):
             rng = np.random.default_rng(10 + seed)
             start = matrix if init == "Pretrained" else xavier(None, matrix.shape, rng)
@@ -304,24 +305,24 @@ def fabricated_runs(tmp_path, matrix, epochs=7):
             (run_dir / "final.json").write_text(json.dumps(record))
             np.savez(run_dir / "embeddings.npz", encoder=np.zeros((3, 2), np.float32), decoder=after)
             np.save(run_dir.parent / "embedding_decoder.npy", start)
-            runs.append((str(run_dir / "final.json"), record))
-            trained.append(run_dir / "embeddings.npz")
-            initial.append(run_dir.parent / "embedding_decoder.npy")
+            rows.append(
+                record
+                | {"label": init.replace("Pretrained", "GloVe"), "final": str(run_dir / "final.json")}
+                | {"trained": str(run_dir / "embeddings.npz"), "initial": str(run_dir.parent / "embedding_decoder.npy")}
+            )
             layers[init, seed] = {"before": start, "after": after}
-    return runs, trained, initial, layers
+    return pd.DataFrame(rows), layers
 
 
 def test_table10_before_and_after_per_initializer(layer_files, tmp_path):
     vectors_npy, tokens_parquet, questions_path = layer_files
     matrix, config = np.load(vectors_npy), table10_config()
-    runs, trained, initial, layers = fabricated_runs(tmp_path, matrix)
-    table = analogy.table10(
-        runs, trained, initial, tokens_parquet, questions_path, config, tmp_path / "t10.csv", tmp_path / "t10.md"
-    )
+    runs, layers = fabricated_runs(tmp_path, matrix)
+    table = analogy.table10(runs, tokens_parquet, questions_path, config, tmp_path / "t10.csv", tmp_path / "t10.md")
     csv = pd.read_csv(tmp_path / "t10.csv")
     assert len(csv) == 2 * 2 * 2  # initializers x before/after x raw/model input
     assert csv.columns[:6].tolist() == ["block", "side", "source", "source_display", "initializer", "label"]
-    assert list(dict.fromkeys(csv.initializer)) == ["Xavier", "Pretrained"]  # the config's order
+    assert list(dict.fromkeys(csv.initializer)) == ["Xavier", "Pretrained"]  # the run sheet's order
     assert set(csv.n_seeds) == {2}
     cell = table.set_index(["initializer", "stage", "representation"])
     # the Pretrained layer before training is Table 4's layer: the same accuracies as its GloVe rows
@@ -361,14 +362,13 @@ def test_table10_before_and_after_per_initializer(layer_files, tmp_path):
 def test_table10_checks_its_inputs(layer_files, tmp_path):
     vectors_npy, tokens_parquet, questions_path = layer_files
     config = table10_config()
-    runs, trained, initial, _ = fabricated_runs(tmp_path, np.load(vectors_npy))
+    runs, _ = fabricated_runs(tmp_path, np.load(vectors_npy))
     out = tmp_path / "t10.csv", tmp_path / "t10.md"
-    with pytest.raises(ValueError, match="one of each per run"):
-        analogy.table10(runs, trained[:-1], initial, tokens_parquet, questions_path, config, *out)
     config["table10"]["side"] = "encoder"  # no source on the encoder side of this block
     with pytest.raises(ValueError, match="side encoder of block m30k has no embedding source"):
-        analogy.table10(runs, trained, initial, tokens_parquet, questions_path, config, *out)
+        analogy.table10(runs, tokens_parquet, questions_path, config, *out)
     config = table10_config()
-    config["table10"]["initializers"] = ["Pretrained_Xavier"]
-    with pytest.raises(ValueError, match="no base runs of block m30k"):
-        analogy.table10(runs, trained, initial, tokens_parquet, questions_path, config, *out)
+    np.savez(runs.trained[1], decoder=np.zeros((3, 2), np.float32))  # a layer of another shape
+    with pytest.raises(ValueError, match=rf"{runs.trained[1]} is \(3, 2\)"):
+        analogy.table10(runs, tokens_parquet, questions_path, config, *out)
+    assert not out[0].exists()

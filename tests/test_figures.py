@@ -1,15 +1,13 @@
 """embinit.reports.figures.figure2 on fabricated runs: the mechanism metrics per epoch (Figure 1's tests are in
 test_tables.py)."""
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from conftest import TABLES_CONFIG
-from embinit.reports import figures, tables
+from conftest import TABLES_CONFIG, save_runs
+from embinit.reports import figures
 
 CONFIG = {
     **TABLES_CONFIG,
@@ -38,30 +36,25 @@ def mechanism_metrics(block, init, seed):
 
 
 def fabricated(tmp_path, seeds=2, without_mechanism=()):
-    """final.json and metrics.parquet of each (block, initializer, seed), plus a frozen run Figure 2 leaves out."""
-    paths, metrics = [], []
-    for block in KIND:
-        for init in ["Xavier", "Pretrained", "Pretrained_Xavier"]:
-            for seed in range(seeds):
-                for variant in ["base", "frozen"]:
-                    run_dir = tmp_path / block / init / f"seed{seed}" / variant
-                    run_dir.mkdir(parents=True)
-                    record = {"block": block, "kind": KIND[block], "initializer": init, "seed": seed}
-                    (run_dir / "final.json").write_text(json.dumps(record | {"variant": variant}))
-                    frame = mechanism_metrics(block, init, seed)
-                    if (block, init, seed) in without_mechanism:
-                        frame = frame[["epoch", "train_loss", "valid_loss", "train_seconds"]]
-                    if variant == "frozen":
-                        frame = frame.assign(sigma_decoder=-1.0, sigma_encoder=-1.0)
-                    frame.to_parquet(run_dir / "metrics.parquet")
-                    paths.append(run_dir / "final.json")
-                    metrics.append(run_dir / "metrics.parquet")
-    return tables.load_runs(paths), metrics
+    """Figure 2's run sheet rows: final.json and metrics.parquet of each (block, initializer, seed), base variant."""
+    records = [
+        {"block": block, "kind": KIND[block], "initializer": init, "seed": seed, "variant": "base"}
+        for block in CONFIG["figure2"]["blocks"]
+        for init in CONFIG["figure2"]["initializers"]
+        for seed in range(seeds)
+    ]
+    runs = save_runs(tmp_path, records, CONFIG)
+    for r in runs.itertuples():
+        frame = mechanism_metrics(r.block, r.initializer, r.seed)
+        if (r.block, r.initializer, r.seed) in without_mechanism:
+            frame = frame[["epoch", "train_loss", "valid_loss", "train_seconds"]]
+        frame.to_parquet(r.metrics)
+    return runs
 
 
 def test_figure2_writes_a_png_and_the_long_form_numbers(tmp_path):
-    runs, metrics = fabricated(tmp_path)
-    curves = figures.figure2(runs, metrics, CONFIG, tmp_path / "fig2.png", tmp_path / "fig2.csv")
+    runs = fabricated(tmp_path)
+    curves = figures.figure2(runs, tmp_path / "fig2.png", tmp_path / "fig2.csv")
     png = tmp_path / "fig2.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 30_000
     pixels = imread(png)
@@ -69,11 +62,11 @@ def test_figure2_writes_a_png_and_the_long_form_numbers(tmp_path):
     csv = pd.read_csv(tmp_path / "fig2.csv")
     assert csv.columns.tolist() == ["block", "initializer", "epoch", "quantity", "mean", "std", "n_seeds"]
     quantities = list(figures.FIGURE2_QUANTITIES)
-    assert len(csv) == 2 * 2 * 3 * len(quantities)  # blocks x initializers (Pretrained_Xavier left out) x epochs
+    assert len(csv) == 2 * 2 * 3 * len(quantities)  # blocks x initializers x epochs
     assert list(dict.fromkeys(csv.block)) == CONFIG["figure2"]["blocks"]
     assert list(dict.fromkeys(csv.quantity)) == quantities and set(csv.n_seeds) == {2}
     cell = curves.set_index(["block", "initializer", "quantity", "epoch"])
-    # translation plots the decoder side; the frozen variant's rows (sigma -1) are not in it
+    # translation plots the decoder side
     m30k = [mechanism_metrics("multi30k_glove6b50d", "Pretrained", s).set_index("epoch") for s in range(2)]
     sigma = cell.loc[("multi30k_glove6b50d", "Pretrained", "sigma", 2)]
     assert sigma["mean"] == pytest.approx(np.mean([m.loc[2, "sigma_decoder"] for m in m30k]))
@@ -96,26 +89,17 @@ def test_figure2_writes_a_png_and_the_long_form_numbers(tmp_path):
 
 
 def test_figure2_draws_a_run_without_an_input_ratio_and_a_single_seed(tmp_path):
-    runs, metrics = fabricated(tmp_path, seeds=1)
-    for path in metrics:  # as with pos_encoding none or rotary: nothing is added to the embedding
+    runs = fabricated(tmp_path, seeds=1)
+    for path in runs.metrics:  # as with pos_encoding none or rotary: nothing is added to the embedding
         pd.read_parquet(path).assign(input_ratio_decoder=np.nan, input_ratio_encoder=np.nan).to_parquet(path)
-    curves = figures.figure2(runs, metrics, CONFIG, tmp_path / "fig2.png", tmp_path / "fig2.csv")
+    curves = figures.figure2(runs, tmp_path / "fig2.png", tmp_path / "fig2.csv")
     assert curves[curves.quantity == "input_ratio"]["mean"].isna().all()
     assert curves["std"].isna().all() and set(curves.n_seeds) <= {0, 1}
     assert (tmp_path / "fig2.png").stat().st_size > 10_000
 
 
 def test_figure2_names_the_metrics_file_without_mechanism_columns(tmp_path):
-    runs, metrics = fabricated(tmp_path, without_mechanism={("sst2_glove6b50d", "Pretrained", 1)})
+    runs = fabricated(tmp_path, without_mechanism={("sst2_glove6b50d", "Pretrained", 1)})
     with pytest.raises(KeyError, match=r"sst2_glove6b50d/Pretrained/seed1/base/metrics.parquet.*train.mechanism"):
-        figures.figure2(runs, metrics, CONFIG, tmp_path / "fig2.png", tmp_path / "fig2.csv")
+        figures.figure2(runs, tmp_path / "fig2.png", tmp_path / "fig2.csv")
     assert not (tmp_path / "fig2.png").exists()
-
-
-def test_figure2_needs_one_metrics_file_per_run_and_a_run_per_block(tmp_path):
-    runs, metrics = fabricated(tmp_path)
-    with pytest.raises(ValueError, match="one per run"):
-        figures.figure2(runs, metrics[:-1], CONFIG, tmp_path / "fig2.png", tmp_path / "fig2.csv")
-    config = {**CONFIG, "figure2": {"blocks": ["multi30k_glove6b50d", "mnli_bert"], "initializers": ["Xavier"]}}
-    with pytest.raises(ValueError, match=r"no base runs of blocks \['mnli_bert'\]"):
-        figures.figure2(runs, metrics, config, tmp_path / "fig2.png", tmp_path / "fig2.csv")

@@ -1,12 +1,11 @@
 """embinit.reports.comparison: the paper's Markdown tables, their match with our table CSVs, the findings."""
 
-import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row
+from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, save_runs
 from embinit.reports import comparison as pc
 from embinit.reports import statistics as stats, tables
 from embinit.reports.analogy import TRANSFORMS
@@ -121,15 +120,11 @@ def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALO
                 )
                 for s in range(2)
             ]
-    paths = []
-    for r in runs:
-        path = out / "runs" / r["block"] / r["initializer"] / f"seed{r['seed']}" / r["variant"] / "final.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(r))
-        paths.append(path)
-    loaded = tables.load_runs(paths)
-    for n, write in ((1, tables.table1), (3, tables.table3), (5, tables.table5)):
-        write(loaded, CONFIG, out / f"table{n}.csv", out / f"table{n}.md")
+    rows = save_runs(out / "runs", runs, CONFIG)
+    base = rows[rows.variant == "base"]
+    tables.result_table(base, out / "table1.csv", out / "table1.md", "Table 1")
+    tables.table3(rows[rows.block == "multi30k_glove6b50d"], out / "table3.csv", out / "table3.md")
+    tables.table5(base, out / "table5.csv", out / "table5.md")
 
     entries = []
     for block, side in (("sst2_glove6b50d", "encoder"), ("multi30k_glove6b50d", "decoder")):

@@ -1,14 +1,12 @@
 """embinit.reports.tables and .figures on fabricated runs: aggregation, formatting, sources, paired statistics,
 layouts, Figure 1."""
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import STAND_IN, md_has_row, md_rows
+from conftest import STAND_IN, md_has_row, md_rows, save_runs
 from conftest import TABLES_CONFIG as CONFIG
 from embinit.reports import figures, tables
 from embinit.reports.format import format_mean_std, markdown_table
@@ -36,15 +34,22 @@ def run(block, init, seed, variant="base", best_epoch=3, **metrics):
     return {**out, **metrics}
 
 
-def save(tmp_path, runs):
-    """Write runs as results/<block>/<init>/seed<k>/<variant>/final.json and read them back."""
-    paths = []
-    for r in runs:
-        path = tmp_path / r["block"] / r["initializer"] / f"seed{r['seed']}" / r["variant"] / "final.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(r))
-        paths.append(path)
-    return tables.load_runs(paths)
+def save(tmp_path, runs, config=CONFIG):
+    """Write runs as <block>/<init>/seed<k>/<variant>/final.json: the run sheet's rows that name them."""
+    return save_runs(tmp_path, runs, config)
+
+
+def table1(runs, tmp_path):
+    """Table 1 of the rows a run sheet gives it: no Xavier_Pretrained (that is Table 7)."""
+    rows = runs[runs.initializer != "Xavier_Pretrained"]
+    return tables.result_table(rows, tmp_path / "t1.csv", tmp_path / "t1.md", "Table 1")
+
+
+def table7(runs, tmp_path):
+    """Table 7 of the rows a run sheet gives it: the blocks with the control, Xavier as the reference only."""
+    rows = runs[runs.block.isin(set(runs.block[runs.initializer == "Xavier_Pretrained"]))]
+    rows = rows[rows.initializer.isin(["Xavier", "Xavier_Pretrained"])]
+    return tables.result_table(rows, tmp_path / "t7.csv", tmp_path / "t7.md", "Table 7", references=["Xavier"])
 
 
 SST2 = {"Xavier": [0.80, 0.82, 0.84], "Pretrained": [0.83, 0.86, 0.86], "Pretrained_Xavier": [0.85, 0.85, 0.88]}
@@ -84,7 +89,7 @@ def grid(tmp_path):
 
 
 def test_mean_std_n_seeds_and_epoch(tmp_path):
-    summary = tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    summary = table1(grid(tmp_path), tmp_path)
     row = summary[(summary.block == "sst2_glove6b50d") & (summary.initializer == "Xavier")].iloc[0]
     assert row["mean"] == pytest.approx(82.0)
     assert row["std"] == pytest.approx(2.0)  # sample std, ddof=1
@@ -124,13 +129,13 @@ def test_markdown_table_keeps_cells_and_aligns_numbers_right():
 
 def test_one_seed_has_blank_std(tmp_path):
     runs = save(tmp_path, [run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=0.5)])
-    summary = tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    summary = table1(runs, tmp_path)
     assert np.isnan(summary["std"].iloc[0])
     assert md_has_row((tmp_path / "t1.md").read_text(), "Xavier", "50.0")
 
 
 def test_stand_in_source_is_named_in_every_row(tmp_path):
-    tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    table1(grid(tmp_path), tmp_path)
     csv = pd.read_csv(tmp_path / "t1.csv")
     sst2 = csv[csv.block == "sst2_glove6b50d"]
     assert set(sst2.sources) == {"encoder=glove6b50d"}
@@ -141,8 +146,8 @@ def test_stand_in_source_is_named_in_every_row(tmp_path):
 
 def test_table1_and_table7_layout(tmp_path):
     runs = grid(tmp_path)
-    tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
-    tables.table7(runs, CONFIG, tmp_path / "t7.csv", tmp_path / "t7.md")
+    table1(runs, tmp_path)
+    table7(runs, tmp_path)
     t1, t7 = (tmp_path / "t1.md").read_text(), (tmp_path / "t7.md").read_text()
     header = md_rows(t1)[0]
     assert header[:8] == [
@@ -195,14 +200,14 @@ def test_bootstrap_ci_is_reproducible_contains_the_mean_and_narrows_with_more_se
 
 
 def test_table1_paired_columns(tmp_path):
-    summary = tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    summary = table1(grid(tmp_path), tmp_path)
     row = summary[(summary.block == "multi30k_glove6b50d") & (summary.initializer == "Pretrained")].iloc[0]
     assert row.diff_vs_xavier == pytest.approx(1.0) and row.ci_low == pytest.approx(1.0)
     assert summary[summary.initializer == "Xavier"].diff_vs_xavier.isna().all()
 
 
 def test_bleu_tables_show_paper_bleu_and_carry_sacrebleu_in_the_csv(tmp_path):
-    tables.table1(grid(tmp_path), CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+    table1(grid(tmp_path), tmp_path)
     csv = pd.read_csv(tmp_path / "t1.csv").set_index(["block", "initializer", "metric"])
     assert csv.loc[("multi30k_glove6b50d", "Pretrained", "bleu"), "mean"] == pytest.approx(32.5)
     assert csv.loc[("multi30k_glove6b50d", "Pretrained", "sacrebleu"), "mean"] == pytest.approx(30.5)
@@ -213,12 +218,12 @@ def test_bleu_tables_show_paper_bleu_and_carry_sacrebleu_in_the_csv(tmp_path):
 def test_missing_key_names_the_file(tmp_path):
     runs = save(tmp_path, [run("multi30k_glove6b50d", "Xavier", 0)])  # no test_paper_bleu
     with pytest.raises(KeyError, match=r"final\.json has no key 'test_paper_bleu'") as err:
-        tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
-    assert str(runs[0][0]) in str(err.value)
+        table1(runs, tmp_path)
+    assert runs.final[0] in str(err.value)
 
 
 def test_mnli_reports_matched_and_mismatched_each_at_its_own_best_epoch(tmp_path):
-    summary = tables.table7(grid(tmp_path), CONFIG, tmp_path / "t7.csv", tmp_path / "t7.md")
+    summary = table7(grid(tmp_path), tmp_path)
     cell = summary.set_index(["initializer", "metric"])
     assert cell.loc[("Xavier_Pretrained", "accuracy_pct"), "mean_best_epoch"] == pytest.approx(2.0)
     assert cell.loc[("Xavier_Pretrained", "mismatched_accuracy_pct"), "mean_best_epoch"] == pytest.approx(4.5)
@@ -228,7 +233,7 @@ def test_mnli_reports_matched_and_mismatched_each_at_its_own_best_epoch(tmp_path
 def test_accuracy_must_be_a_fraction(tmp_path):
     runs = save(tmp_path, [run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=82.0)])
     with pytest.raises(ValueError, match="not a fraction"):
-        tables.table1(runs, CONFIG, tmp_path / "t1.csv", tmp_path / "t1.md")
+        table1(runs, tmp_path)
 
 
 def test_table3_grid_maps_variants_to_switches(tmp_path):
@@ -247,8 +252,7 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
         for variant in CONFIG["table3"]["variants"]
         for seed in range(2)
     ]
-    runs.append(run("sst2_glove6b50d", "Xavier", 0, best_valid_acc=0.5))  # not Table 3's block: ignored
-    summary = tables.table3(save(tmp_path, runs), CONFIG, tmp_path / "t3.csv", tmp_path / "t3.md")
+    summary = tables.table3(save(tmp_path, runs), tmp_path / "t3.csv", tmp_path / "t3.md")
     switches = summary.drop_duplicates("variant").set_index("variant")[["embedding_trainable", "pos_encoding"]]
     assert switches.to_dict("index") == {
         "base": {"embedding_trainable": True, "pos_encoding": True},
@@ -264,7 +268,7 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
 
 
 def test_table5_per_block(tmp_path):
-    table = tables.table5(grid(tmp_path), CONFIG, tmp_path / "t5.csv", tmp_path / "t5.md")
+    table = tables.table5(grid(tmp_path), tmp_path / "t5.csv", tmp_path / "t5.md")
     m30k = table.set_index("block").loc["multi30k_glove6b50d"]
     assert (m30k.vocab_encoder, m30k.vocab_decoder, m30k.n_runs) == (100, 80, 8)
     assert m30k.train_minutes_per_epoch == pytest.approx(2.5)
@@ -274,19 +278,16 @@ def test_table5_per_block(tmp_path):
         tmp_path / "odd", [run("sst2_glove6b50d", "Xavier", 0, batch_size=64), run("sst2_glove6b50d", "Pretrained", 0)]
     )
     with pytest.raises(ValueError, match="disagree on batch_size"):
-        tables.table5(odd, CONFIG, tmp_path / "t5.csv", tmp_path / "t5.md")
+        tables.table5(odd, tmp_path / "t5.csv", tmp_path / "t5.md")
 
 
 def test_figure1_writes_png_and_curves(tmp_path):
     runs = grid(tmp_path)
-    metrics = []
-    for path, r in runs:  # each run's curve in a file of its own name, not beside its final.json
-        metrics.append(tmp_path / "metrics" / f"{r['block']}_{r['initializer']}_{r['seed']}.parquet")
-        metrics[-1].parent.mkdir(exist_ok=True)
-        if r["block"] == "multi30k_glove6b50d":
-            curve = [1.0 + r["seed"], 2.0 + r["seed"], 3.0]
-            pd.DataFrame({"epoch": [1, 2, 3], "valid_paper_bleu": curve}).to_parquet(metrics[-1])
-    curves = figures.figure1(runs, metrics, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
+    runs = runs[runs.block == "multi30k_glove6b50d"]  # Figure 1's rows
+    for r in runs.itertuples():
+        curve = [1.0 + r.seed, 2.0 + r.seed, 3.0]
+        pd.DataFrame({"epoch": [1, 2, 3], "valid_paper_bleu": curve}).to_parquet(r.metrics)
+    curves = figures.figure1(runs, tmp_path / "fig.png", tmp_path / "fig.csv")
     assert (tmp_path / "fig.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     xavier = curves[curves.initializer == "Xavier"].set_index("epoch")
     assert xavier.valid_bleu_mean.tolist() == [2.5, 3.5, 3.0] and set(xavier.n_seeds) == {4}
@@ -294,20 +295,15 @@ def test_figure1_writes_png_and_curves(tmp_path):
     assert xavier.valid_bleu_std.iloc[0] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))  # the band's half-width
 
 
-def test_figure1_reads_the_metrics_files_it_is_given_in_run_order(tmp_path):
-    runs = [(p, r) for p, r in grid(tmp_path) if r["block"] == "multi30k_glove6b50d"]
-    metrics = []
-    for i, (_, r) in enumerate(runs):
-        metrics.append(tmp_path / f"m{i}.parquet")
-        pd.DataFrame({"epoch": [1], "valid_paper_bleu": [10.0 * i]}).to_parquet(metrics[-1])
-    curves = figures.figure1(runs, metrics, CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
-    expected = {
-        init: np.mean([10.0 * i for i, (_, r) in enumerate(runs) if r["initializer"] == init])
-        for init in ("Xavier", "Pretrained")
-    }
+def test_figure1_reads_the_metrics_file_each_row_names(tmp_path):
+    runs = grid(tmp_path)
+    runs = runs[runs.block == "multi30k_glove6b50d"].reset_index(drop=True)
+    runs["metrics"] = [str(tmp_path / f"m{i}.parquet") for i in range(len(runs))]  # not beside final.json
+    for i, path in enumerate(runs.metrics):
+        pd.DataFrame({"epoch": [1], "valid_paper_bleu": [10.0 * i]}).to_parquet(path)
+    curves = figures.figure1(runs, tmp_path / "fig.png", tmp_path / "fig.csv")
+    expected = {init: np.mean([10.0 * i for i in part.index]) for init, part in runs.groupby("initializer")}
     assert curves.set_index("initializer").valid_bleu_mean.to_dict() == pytest.approx(expected)
-    with pytest.raises(ValueError, match="one per run"):
-        figures.figure1(runs, metrics[:-1], CONFIG, tmp_path / "fig.png", tmp_path / "fig.csv")
 
 
 VARIANTS = {
@@ -339,12 +335,10 @@ def test_table9_crosses_position_encodings_and_compares_with_xavier_under_each(t
         for s in range(3)
     ]
     runs += [run("sst2_glove6b50d", i, s, v, best_valid_acc=0.8) for (i, v) in bleu for s in range(3)]
-    runs += [run("multi30k_glove6b50d", "Pretrained", 0, "nopos", test_paper_bleu=1.0, test_sacrebleu=1.0)]
-    summary = tables.table9(save(tmp_path, runs), config, tmp_path / "t9.csv", tmp_path / "t9.md")
+    summary = tables.crossed_table(save(tmp_path, runs, config), "table9", tmp_path / "t9.csv", tmp_path / "t9.md")
     bleu_rows = summary[summary.metric == "bleu"].set_index(["variant", "initializer"])
     assert bleu_rows.loc[("base", "Pretrained"), "diff_vs_xavier"] == pytest.approx(-3.0)
     assert bleu_rows.loc[("rotary", "Pretrained"), "diff_vs_xavier"] == pytest.approx(0.5)  # same encoding only
-    assert "nopos" not in set(summary.variant)  # not in table9.variants
     assert set(summary.pos_encoding) == {"sinusoidal", "rotary"}
     md = (tmp_path / "t9.md").read_text()
     assert md_has_row(md, "rotary", "GloVe", "32.5 (1.0)", "+0.5 [+0.5, +0.5] p<0.001")
@@ -372,7 +366,7 @@ def test_table11_compares_each_coupling_with_the_untied_model_of_the_same_initia
         for (i, v), b in bleu.items()
         for s in range(2)
     ]
-    summary = tables.table11(save(tmp_path, runs), config, tmp_path / "t11.csv", tmp_path / "t11.md")
+    summary = tables.crossed_table(save(tmp_path, runs, config), "table11", tmp_path / "t11.csv", tmp_path / "t11.md")
     rows = summary[summary.metric == "bleu"].set_index(["variant", "initializer"])
     assert rows.loc[("tied", "Pretrained"), "diff_vs_base"] == pytest.approx(2.5)  # (29 - 27) and (30 - 27)
     assert rows.loc[("tied", "Xavier"), "diff_vs_base"] == pytest.approx(-0.5)

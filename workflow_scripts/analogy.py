@@ -8,12 +8,11 @@ Expects, rules table4 and table4_sensitivity:
   snakemake.params.config    the config sections reports read; this uses table4 (block, side, seed, pos_enc,
                              pos_rows, sensitivity_rows), model (pos_base), blocks, sources
 Rule table10:
-  snakemake.input.runs       the runs' final.json (config table10: block, initializers; variant base)
-  snakemake.input.trained    their embeddings.npz (the reported state's layers), in the same order
-  snakemake.input.initial    their starting layers results/<block>/<init>/seed<k>/embedding_<side>.npy, same order
+  snakemake.params.runs      the run sheet's rows of Table 10 (embinit.runsheet), each naming its final.json
+                             (final), embeddings.npz (trained) and starting layer (initial), which are the inputs
   snakemake.input.tokens     results/<block>/pretrained_<side>.parquet  (block, side = config table10.block/.side)
   snakemake.input.questions  data/raw/word2vec/questions-words.txt
-  snakemake.params.config    as above, with table10 (block, side, initializers) and table4 (seed, pos_rows: P)
+  snakemake.params.config    as above, with table10 (side) and table4 (seed, pos_rows: P)
 Both:
   snakemake.output           named `csv` and `md`
   snakemake.log[0]           the job's log
@@ -21,15 +20,16 @@ Both:
 
 import logging
 
+import pandas as pd
+
 from embinit.io import job_log
 from embinit.reports.analogy import table4, table4_sensitivity, table10
-from embinit.reports.tables import load_runs
 
 with job_log(snakemake.log[0]):
     inp, out, config = snakemake.input, snakemake.output, snakemake.params.config
     if snakemake.rule == "table10":
-        runs = load_runs(inp.runs)
-        table = table10(runs, inp.trained, inp.initial, inp.tokens, inp.questions, config, out.csv, out.md)
+        runs = pd.DataFrame(snakemake.params.runs)
+        table = table10(runs, inp.tokens, inp.questions, config, out.csv, out.md)
     else:
         write = {"table4": table4, "table4_sensitivity": table4_sensitivity}[snakemake.rule]
         table = write(inp.vectors, inp.tokens, inp.questions, config, out.csv, out.md)

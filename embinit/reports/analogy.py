@@ -23,9 +23,10 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from embinit.layers.initializers import display_name, mean_std, pretrained_xavier, xavier
+from embinit.layers.initializers import mean_std, pretrained_xavier, xavier
 from embinit.layers.position_table import sinusoidal_table
 from embinit.reports.format import format_mean_std, markdown_table, write_csv_md
+from embinit.reports.tables import read_final
 from embinit.data.vocab import SPECIALS
 
 POS_ENC_MODES = ("model_input", "unscaled")
@@ -258,147 +259,91 @@ TABLE10_REPRESENTATIONS = {"raw": "GloVe", "model_input": "GloVe & Pos. Enc."}
 TABLE10_STAGES = ("before", "after")
 
 
-def _field(path, run: dict, key: str):
-    try:
-        return run[key]
-    except KeyError:
-        raise KeyError(f"{path}: final.json has no key {key!r}") from None
+def _layers(run, side: str, n_tokens: int) -> dict[str, np.ndarray]:
+    """A run's layer of `side` before training (its starting layer) and after (its reported state)."""
+    with np.load(run.trained) as trained:
+        if side not in trained.files:
+            raise KeyError(f"{run.trained}: no {side!r} layer (it holds {trained.files})")
+        layers = {"before": np.load(run.initial), "after": trained[side]}
+    for stage, layer in layers.items():
+        if layer.shape != layers["before"].shape or len(layer) != n_tokens:
+            raise ValueError(
+                f"Table 10: {run.trained if stage == 'after' else run.initial} is {layer.shape}, the starting "
+                f"layer {layers['before'].shape} and the vocabulary {n_tokens} rows"
+            )
+    return layers
 
 
-def table10(
-    runs,
-    trained_paths,
-    initial_paths,
-    tokens_parquet,
-    questions_path,
-    config: dict,
-    csv_path,
-    md_path,
-    variant: str = "base",
-) -> pd.DataFrame:
+def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, csv_path, md_path) -> pd.DataFrame:
     """Table 10 (beyond the paper): Table 4's 3CosAdd accuracy on each trained model's embedding layer.
 
-    For the runs of config `table10` (block, side, initializers) and `variant`: `runs` are (final.json path, dict)
-    pairs (embinit.reports.tables.load_runs), `trained_paths` their embeddings.npz (key: the side) and
-    `initial_paths` the layers they started from (embedding_<side>.npy), all in one order; `tokens_parquet` is
-    the block side's pretrained_<side>.parquet (its `token` column names each row). Each layer is read raw and as
-    the model's input x sqrt(D) + P, P drawn as Table 4 draws it (config `table4` seed and pos_rows, base
-    `model.pos_base`). One CSV row per (initializer, stage before/after, representation): mean and std over seeds.
+    `runs` are the run sheet's rows of Table 10 with `final` (final.json), `trained` (embeddings.npz, key: the
+    side) and `initial` (the layer the run started from); `tokens_parquet` is the block side's
+    pretrained_<side>.parquet (its `token` column names each row). Each layer is read raw and as the model's input
+    x sqrt(D) + P, P drawn as Table 4 draws it (config `table4` seed and pos_rows, base `model.pos_base`). One CSV
+    row per (initializer, stage before/after, representation): mean and std over seeds.
     """
-    runs, trained_paths, initial_paths = list(runs), [str(p) for p in trained_paths], [str(p) for p in initial_paths]
-    if not len(runs) == len(trained_paths) == len(initial_paths):
-        raise ValueError(
-            f"Table 10: {len(runs)} runs, {len(trained_paths)} embeddings.npz and {len(initial_paths)} starting "
-            "layers; give one of each per run, in one order"
-        )
-    spec, t4 = config["table10"], config["table4"]
-    block, side = spec["block"], spec["side"]
+    t4, side = config["table4"], config["table10"]["side"]
+    block = runs.block.iloc[0]
     source = config["blocks"][block]["sources"].get(side)
     if source is None:
         raise ValueError(f"table10: side {side} of block {block} has no embedding source")
     display = config["sources"][source]["display"]
     tokens = pd.read_parquet(tokens_parquet, columns=["token"]).token.tolist()
     questions = load_questions(questions_path)
-    rows, epochs, dim = [], set(), None
-    for (path, run), trained_path, initial_path in zip(runs, trained_paths, initial_paths):
-        init = _field(path, run, "initializer")
-        if _field(path, run, "block") != block or init not in spec["initializers"]:
-            continue
-        if _field(path, run, "variant") != variant:
-            continue
-        epochs.add(_field(path, run, "epochs"))
-        with np.load(trained_path) as trained:
-            if side not in trained.files:
-                raise KeyError(f"{trained_path}: no {side!r} layer (it holds {trained.files})")
-            layers = {"before": np.load(initial_path), "after": trained[side]}
-        for stage, layer in layers.items():
-            if layer.shape != layers["before"].shape or len(layer) != len(tokens):
-                raise ValueError(
-                    f"Table 10: {trained_path if stage == 'after' else initial_path} is {layer.shape}, the starting "
-                    f"layer {layers['before'].shape} and {tokens_parquet} {len(tokens)} rows"
-                )
-        dim = layers["before"].shape[1]
+    rows = []
+    for run in runs.itertuples():
+        layers = _layers(run, side, len(tokens))
         ctx = make_context(layers["before"].shape, t4["seed"], t4["pos_rows"], config["model"]["pos_base"])
-        for stage, layer in layers.items():
-            for representation, name in TABLE10_REPRESENTATIONS.items():
-                result = analogy_accuracy(transform(layer, name, ctx), tokens, questions)
-                rows.append(
-                    {
-                        "initializer": init,
-                        "seed": _field(path, run, "seed"),
-                        "stage": stage,
-                        "representation": representation,
-                    }
-                    | result
-                )
-    if not rows:
-        raise ValueError(f"Table 10: no {variant} runs of block {block} with initializers {spec['initializers']}")
-    present = [i for i in spec["initializers"] if i in {r["initializer"] for r in rows}]
-    rank = {
-        "initializer": present,
-        "stage": list(TABLE10_STAGES),
-        "representation": list(TABLE10_REPRESENTATIONS),
-    }
-    per_run = pd.DataFrame(rows).sort_values(
-        ["initializer", "stage", "representation", "seed"],
-        key=lambda c: c.map({v: i for i, v in enumerate(rank[c.name])}) if c.name in rank else c,
-        kind="stable",
-    )
+        rows += [
+            {"initializer": run.initializer, "label": run.label, "seed": run.seed, "stage": stage,
+             "representation": representation, **analogy_accuracy(transform(layer, name, ctx), tokens, questions)}
+            for stage, layer in layers.items()
+            for representation, name in TABLE10_REPRESENTATIONS.items()
+        ]  # fmt: skip
+    per_run = pd.DataFrame(rows)
+    per_run["initializer"] = pd.Categorical(per_run.initializer, list(dict.fromkeys(runs.initializer)))
     table = (
-        per_run.groupby(["initializer", "stage", "representation"], sort=False)
+        per_run.groupby(["initializer", "label", "stage", "representation"], sort=False, observed=True)
         .agg(
             accuracy_mean=("accuracy", "mean"),
             accuracy_std=("accuracy", "std"),
             n_seeds=("seed", "nunique"),
             applicable=("applicable", "first"),
             total=("total", "first"),
-        )
+        )  # fmt: skip
         .reset_index()
+        .astype({"initializer": str})
     )
-    family = config["blocks"][block].get("family", source)
-    table.insert(1, "label", [display_name(i, family) for i in table.initializer])
     for i, (column, value) in enumerate(
         {"block": block, "side": side, "source": source, "source_display": display}.items()
     ):
         table.insert(i, column, value)
-
-    cell = table.set_index(["initializer", "stage", "representation"])
-
-    def pct(init, stage, representation):
-        r = cell.loc[(init, stage, representation)]
-        return format_mean_std(100 * r.accuracy_mean, 100 * r.accuracy_std)
-
+    wide = table.pivot_table(
+        index="label", columns=["representation", "stage"], values=["accuracy_mean", "accuracy_std"], sort=False
+    )
+    seeds = table.groupby("label", sort=False).n_seeds.first()
     md_rows = [
-        [
-            display_name(init, family),
-            *(pct(init, stage, rep) for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES),
-            str(int(cell.loc[(init, "after", "raw")].n_seeds)),
-        ]
-        for init in present
-    ]
-    seeds = {init: int(cell.loc[(init, "after", "raw")].n_seeds) for init in present}
-    budget = ", ".join(f"{display_name(i, family)} {n}" for i, n in seeds.items())
+        [label, *(format_mean_std(100 * wide.loc[label, ("accuracy_mean", rep, stage)],
+                                  100 * wide.loc[label, ("accuracy_std", rep, stage)])
+                  for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES), str(n)]
+        for label, n in seeds.items()
+    ]  # fmt: skip
+    budget = ", ".join(f"{label} {n}" for label, n in seeds.items())
+    epochs = ", ".join(str(e) for e in sorted({read_final(f)["epochs"] for f in runs.final}))
     md = (
         f"# Table 10: word analogy before and after training\n\n"
         f"3CosAdd accuracy (%, mean (σ) over seeds) of the {side} embedding layer of {block} "
-        f"(N = {len(tokens):,}, D = {dim}) before training (the layer the run started "
+        f"(N = {len(tokens):,}, D = {layers['before'].shape[1]}) before training (the layer the run started "
         f"from) and after (the state the run reports: translation the lowest-validation-loss epoch, "
         f"classification the best-validation-accuracy epoch), over the {int(table.applicable.iloc[0]):,} of "
         f"{int(table.total.iloc[0]):,} questions whose four words are in the vocabulary. Source: {display} "
         f"({source}). Raw: the layer itself (Table 4's GloVe row); model input: x sqrt(D) + P, one random row of "
         f"P (base {config['model']['pos_base']}) per word drawn from the first {t4['pos_rows']:,} rows with seed "
-        f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {', '.join(str(e) for e in sorted(epochs))} "
-        f"epochs; seeds per initializer: {budget} (variant {variant}).\n\n"
+        f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {epochs} "
+        f"epochs; seeds per initializer: {budget} (variant {runs.variant.iloc[0]}).\n\n"
         + markdown_table(
-            [
-                "Initializer",
-                "Raw: before",
-                "Raw: after",
-                "Model input: before",
-                "Model input: after",
-                "Seeds",
-            ],
-            md_rows,
+            ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"], md_rows
         )
     )
     write_csv_md(csv_path, md_path, table, md)

@@ -11,12 +11,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from embinit.io import atomic_path
-from embinit.layers.initializers import display_name
 from embinit.reports.format import TASK_DISPLAY
-from embinit.reports.tables import block_sources, field, ordered
 
 
-def _epoch_metrics(path, columns: list[str]) -> pd.DataFrame:
+def _read_metrics(path, columns: list[str]) -> pd.DataFrame:
     metrics = pd.read_parquet(path)
     missing = [c for c in columns if c not in metrics.columns]
     if missing:
@@ -24,55 +22,39 @@ def _epoch_metrics(path, columns: list[str]) -> pd.DataFrame:
     return metrics[columns]
 
 
-def figure1(runs, metrics_paths, config: dict, png_path, csv_path, variant: str = "base") -> pd.DataFrame:
+def _band(ax, line: pd.DataFrame, mean: str, std: str, label: str) -> None:
+    """A curve per epoch with a band of one sigma over seeds (none with one seed)."""
+    drawn = ax.plot(line.epoch, line[mean], marker="o", markersize=3, label=label)
+    sigma = line[std].fillna(0)
+    ax.fill_between(line.epoch, line[mean] - sigma, line[mean] + sigma, color=drawn[0].get_color(), alpha=0.2, lw=0)
+
+
+def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     """Figure 1: validation BLEU per epoch, mean and a band of one sigma over seeds; a panel per block.
 
-    `runs` are (final.json path, dict) pairs (`tables.load_runs`) and `metrics_paths` their metrics.parquet
-    files, in the same order: run i's curve is read from metrics_paths[i], and only for the runs config
-    `figure1` selects. Also writes the plotted curves as CSV.
+    `runs` are the run sheet's rows of Figure 1 (columns block, initializer, label, seed, metrics: the run's
+    metrics.parquet, ...). Also writes the plotted curves as CSV.
     """
-    runs, metrics_paths = list(runs), [str(p) for p in metrics_paths]
-    if len(runs) != len(metrics_paths):
-        raise ValueError(f"Figure 1: {len(runs)} runs but {len(metrics_paths)} metrics files; give one per run")
-    spec = config["figure1"]
-    frames = []
-    for (path, run), metrics_path in zip(runs, metrics_paths):
-        block, init = field(path, run, "block"), field(path, run, "initializer")
-        if block in spec["blocks"] and init in spec["initializers"] and field(path, run, "variant") == variant:
-            metrics = _epoch_metrics(metrics_path, ["epoch", "valid_paper_bleu"])
-            frames.append(metrics.assign(block=block, initializer=init, seed=field(path, run, "seed")))
-    columns = ["block", "initializer", "epoch", "valid_paper_bleu"]
-    curves = pd.concat(frames) if frames else pd.DataFrame(columns=columns)
-    missing = [b for b in spec["blocks"] if b not in set(curves.block)]
-    if missing:
-        raise ValueError(f"Figure 1: no {variant} runs of blocks {missing}")
+    frames = [
+        _read_metrics(r.metrics, ["epoch", "valid_paper_bleu"]).assign(block=r.block, initializer=r.initializer)
+        for r in runs.itertuples()
+    ]
     curves = (
-        curves.groupby(["block", "initializer", "epoch"], sort=False)
+        pd.concat(frames)
+        .groupby(["block", "initializer", "epoch"], sort=False)
         .valid_paper_bleu.agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count")
         .reset_index()
     )
-    curves.insert(
-        2, "label", [display_name(i, config["blocks"][b]["family"]) for b, i in zip(curves.block, curves.initializer)]
-    )
-
-    fig = Figure(figsize=(5 * len(spec["blocks"]), 4), layout="constrained")
-    for ax, block in zip(fig.subplots(1, len(spec["blocks"]), squeeze=False)[0], spec["blocks"]):
-        part = curves[curves.block == block]
-        for init in ordered(part.initializer, spec["initializers"]):
-            line = part[part.initializer == init].sort_values("epoch")
-            drawn = ax.plot(line.epoch, line.valid_bleu_mean, marker="o", markersize=3, label=line.label.iloc[0])
-            sigma = line.valid_bleu_std.fillna(0)  # one seed: no band
-            ax.fill_between(
-                line.epoch,
-                line.valid_bleu_mean - sigma,
-                line.valid_bleu_mean + sigma,
-                color=drawn[0].get_color(),
-                alpha=0.2,
-                linewidth=0,
-            )
-        task = config["blocks"][block]["task"]
-        task = TASK_DISPLAY.get(task, task)
-        ax.set_title(f"{task} ({block})\n" + textwrap.fill(block_sources(config, block)[1], 60), fontsize=8)
+    labels = runs.drop_duplicates(["block", "initializer"]).set_index(["block", "initializer"]).label
+    curves.insert(2, "label", [labels[key] for key in zip(curves.block, curves.initializer)])
+    blocks = runs.drop_duplicates("block")
+    fig = Figure(figsize=(5 * len(blocks), 4), layout="constrained")
+    for ax, block in zip(fig.subplots(1, len(blocks), squeeze=False)[0], blocks.itertuples()):
+        part = curves[curves.block == block.block]
+        for _, line in part.groupby("initializer", sort=False):
+            _band(ax, line.sort_values("epoch"), "valid_bleu_mean", "valid_bleu_std", line.label.iloc[0])
+        task = TASK_DISPLAY.get(block.task, block.task)
+        ax.set_title(f"{task} ({block.block})\n" + textwrap.fill(block.source_display, 60), fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("Epoch")
         ax.set_ylabel("Validation BLEU, paper's (mean ± σ over seeds)")
@@ -121,75 +103,49 @@ def mechanism_quantities(metrics: pd.DataFrame, side: str, path) -> pd.DataFrame
     )
 
 
-def figure2(runs, metrics_paths, config: dict, png_path, csv_path, variant: str = "base") -> pd.DataFrame:
+def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     """Figure 2 (beyond the paper): the mechanism metrics per epoch, a line per initializer with a band of one
-    sigma over seeds; a panel per quantity (FIGURE2_QUANTITIES), a row per block of config `figure2`.
+    sigma over seeds; a panel per quantity (FIGURE2_QUANTITIES), a row per block.
 
-    `runs` are (final.json path, dict) pairs and `metrics_paths` their metrics.parquet files, in the same order,
-    as for `figure1`. sigma and the input ratio are the decoder side's for translation, the encoder's for
-    classification. Also writes the plotted numbers as long-form CSV: block, initializer, epoch, quantity, mean,
-    std, n_seeds.
+    `runs` are the run sheet's rows of Figure 2, as for `figure1`. sigma and the input ratio are the decoder
+    side's for translation, the encoder's for classification. Also writes the plotted numbers as long-form CSV:
+    block, initializer, epoch, quantity, mean, std, n_seeds.
     """
-    runs, metrics_paths = list(runs), [str(p) for p in metrics_paths]
-    if len(runs) != len(metrics_paths):
-        raise ValueError(f"Figure 2: {len(runs)} runs but {len(metrics_paths)} metrics files; give one per run")
-    spec = config["figure2"]
-    frames, sides = [], {}
-    for (path, run), metrics_path in zip(runs, metrics_paths):
-        block, init = field(path, run, "block"), field(path, run, "initializer")
-        if block in spec["blocks"] and init in spec["initializers"] and field(path, run, "variant") == variant:
-            sides[block] = "decoder" if field(path, run, "kind") == "translation" else "encoder"
-            quantities = mechanism_quantities(pd.read_parquet(metrics_path), sides[block], metrics_path)
-            frames.append(quantities.assign(block=block, initializer=init, seed=field(path, run, "seed")))
-    missing = [b for b in spec["blocks"] if b not in sides]
-    if missing:
-        raise ValueError(f"Figure 2: no {variant} runs of blocks {missing}")
+    sides = {r.block: "decoder" if r.kind == "translation" else "encoder" for r in runs.itertuples()}
+    frames = [
+        mechanism_quantities(pd.read_parquet(r.metrics), sides[r.block], r.metrics).assign(
+            block=r.block, initializer=r.initializer, seed=r.seed
+        )
+        for r in runs.itertuples()
+    ]
     long = pd.concat(frames).melt(["block", "initializer", "seed", "epoch"], var_name="quantity", value_name="value")
+    long["quantity"] = pd.Categorical(long.quantity, list(FIGURE2_QUANTITIES))
+    for key in ("block", "initializer"):
+        long[key] = pd.Categorical(long[key], list(dict.fromkeys(runs[key])))
     curves = (
-        long.groupby(["block", "initializer", "epoch", "quantity"])
+        long.groupby(["block", "initializer", "quantity", "epoch"], observed=True)
         .value.agg(mean="mean", std="std", n_seeds="count")
-        .reset_index()
+        .reset_index()[["block", "initializer", "epoch", "quantity", "mean", "std", "n_seeds"]]
     )
-    rank = {
-        "block": spec["blocks"],
-        "initializer": ordered(curves.initializer, spec["initializers"]),
-        "quantity": list(FIGURE2_QUANTITIES),
-    }
-    curves = curves.sort_values(
-        ["block", "initializer", "quantity", "epoch"],
-        key=lambda c: c.map({v: i for i, v in enumerate(rank[c.name])}) if c.name in rank else c,
-        ignore_index=True,
-    )[["block", "initializer", "epoch", "quantity", "mean", "std", "n_seeds"]]
-
-    blocks = spec["blocks"]
+    labels = runs.drop_duplicates(["block", "initializer"]).set_index(["block", "initializer"]).label
+    blocks = runs.drop_duplicates("block")
     fig = Figure(figsize=(3.2 * len(FIGURE2_QUANTITIES), 3.0 * len(blocks) + 0.5), layout="constrained")
     axes = fig.subplots(len(blocks), len(FIGURE2_QUANTITIES), squeeze=False)
-    for row, block in zip(axes, blocks):
-        part, family = curves[curves.block == block], config["blocks"][block]["family"]
+    for row, block in zip(axes, blocks.itertuples()):
+        part = curves[curves.block == block.block]
         for ax, (quantity, (label, log)) in zip(row, FIGURE2_QUANTITIES.items()):
             values = part[part.quantity == quantity]
-            for init in ordered(values.initializer, spec["initializers"]):
-                line = values[values.initializer == init]
-                if line["mean"].isna().all():  # the input ratio of an encoding that adds nothing
-                    continue
-                drawn = ax.plot(line.epoch, line["mean"], marker="o", markersize=3, label=display_name(init, family))
-                sigma = line["std"].fillna(0)  # one seed: no band
-                ax.fill_between(
-                    line.epoch,
-                    line["mean"] - sigma,
-                    line["mean"] + sigma,
-                    color=drawn[0].get_color(),
-                    alpha=0.2,
-                    linewidth=0,
-                )
+            for init, line in values.groupby("initializer", sort=False, observed=True):
+                if not line["mean"].isna().all():  # the input ratio of an encoding that adds nothing has none
+                    _band(ax, line, "mean", "std", labels[(block.block, init)])
             if log and ax.has_data() and (values["mean"].dropna() > 0).all():
                 ax.set_yscale("log")
             ax.set_ylabel(label, fontsize=8)
             ax.set_xlabel("Epoch", fontsize=8)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.tick_params(labelsize=7)
-        task = config["blocks"][block]["task"]
-        row[0].set_title(f"{TASK_DISPLAY.get(task, task)} ({block}), {sides[block]} side", fontsize=9, loc="left")
+        task = TASK_DISPLAY.get(block.task, block.task)
+        row[0].set_title(f"{task} ({block.block}), {sides[block.block]} side", fontsize=9, loc="left")
         row[0].legend(fontsize=7)
     fig.suptitle("Mechanism metrics per epoch (mean ± σ over seeds)", fontsize=10)
     with atomic_path(png_path) as tmp:

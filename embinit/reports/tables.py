@@ -1,9 +1,9 @@
-"""The paper's result tables (1, 3, 5, 7), aggregated from training runs (Figure 1: embinit.reports.figures).
+"""The paper's result tables (1, 3, 5, 7) and, beyond the paper, Tables 9 and 11, from training runs.
 
-A run is `(path, final.json dict)`. Means and sample stds (ddof=1, blank with one seed) are over seeds. Every
-CSV row names its block and the embedding sources that block actually used (name and display), so a stand-in
-source (e.g. `glove6b50d`) is never read as the paper's. Row labels follow the paper ("GloVe_Xavier"), with
-the block's `family` as the source name; the Markdown lists the sources under each table.
+Each table receives exactly its runs: the run sheet's rows (embinit.runsheet), with a `final` column naming each
+run's final.json; it never re-selects. Means and sample stds (ddof=1, blank with one seed) are over seeds. Every
+CSV row names its block and the embedding sources that block used (name and display), so a stand-in source (e.g.
+`glove6b50d`) is never read as the paper's; row labels are the sheet's ("GloVe_Xavier").
 """
 
 from __future__ import annotations
@@ -16,36 +16,22 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from embinit.layers.initializers import display_name
 from embinit.reports.format import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
 
 METRIC_DISPLAY = {"accuracy_pct": "Acc", "mismatched_accuracy_pct": "Mismatch", "bleu": "BLEU"}
-RUN_KEYS = ["block", "task", "kind", "initializer", "seed", "variant"]
+SUMMARY_KEYS = ["family", "block", "task", "variant", "initializer", "label", "sources", "source_display"]
 
 
-def load_runs(paths) -> list[tuple[str, dict]]:
-    """Read final.json files into (path, dict) pairs."""
-    return [(str(p), json.loads(Path(p).read_text())) for p in paths]
+def read_final(path) -> dict:
+    return json.loads(Path(path).read_text())
 
 
-def field(path: str, run: dict, key: str):
+def field(path, run: dict, key: str):
     """run[key], failing with the file's name: a missing key usually means a run from an older trainer."""
     try:
         return run[key]
     except KeyError:
         raise KeyError(f"{path}: final.json has no key {key!r}") from None
-
-
-def block_sources(config: dict, block: str) -> tuple[str, str]:
-    """('encoder=glove_de; decoder=glove', 'encoder=GloVe; decoder=GloVe'): the sources a block used."""
-    if block not in config["blocks"]:
-        raise KeyError(f"block {block!r} of a run is not in config `blocks`")
-    sides = config["blocks"][block]["sources"].items()
-    names = "; ".join(f"{side}={src or 'none'}" for side, src in sides)
-    displays = "; ".join(
-        f"{side}={config['sources'][src]['display'] if src else 'none (Xavier)'}" for side, src in sides
-    )
-    return names, displays
 
 
 def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000, seed: int = 0) -> dict:
@@ -57,90 +43,60 @@ def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000
     """
     pairs = pd.concat([values, xavier], axis=1, join="inner").dropna()
     d = (pairs.iloc[:, 0] - pairs.iloc[:, 1]).to_numpy(dtype=np.float64)
-    out = {
-        "diff_vs_xavier": d.mean() if len(d) else np.nan,
-        "n_pairs": len(d),
-        "p_paired_t": np.nan,
-        "ci_low": np.nan,
-        "ci_high": np.nan,
-    }
+    out = {"diff_vs_xavier": d.mean() if len(d) else np.nan, "n_pairs": len(d)}
+    out.update(p_paired_t=np.nan, ci_low=np.nan, ci_high=np.nan)
     if len(d) >= 2:
         with warnings.catch_warnings():  # constant differences make scipy warn; its p-value (0 or NaN) stands
             warnings.simplefilter("ignore", RuntimeWarning)
             out["p_paired_t"] = float(stats.ttest_rel(pairs.iloc[:, 0], pairs.iloc[:, 1]).pvalue)
-        ci = stats.bootstrap(
-            (d,),
-            np.mean,
-            n_resamples=n_boot,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        ).confidence_interval
+        rng = np.random.default_rng(seed)
+        ci = stats.bootstrap((d,), np.mean, n_resamples=n_boot, method="percentile", rng=rng).confidence_interval
         out["ci_low"], out["ci_high"] = float(ci.low), float(ci.high)
     return out
 
 
-def _percent(path: str, value: float) -> float:
+def _percent(path, value: float) -> float:
     if not 0 <= value <= 1:
         raise ValueError(f"{path}: accuracy {value} is not a fraction in [0, 1]")
     return 100 * value
 
 
-def _table1_metrics(path: str, run: dict) -> list[tuple[str, float, int]]:
-    """Table 1's (metric, value, epoch) of one run: accuracies in %, BLEU as is; MNLI adds the best
-    mismatched accuracy with its own epoch, as the paper reports it."""
-    if field(path, run, "kind") == "translation":
-        return _bleu(path, run)
+def result_metrics(path, run: dict) -> list[tuple[str, float, int]]:
+    """Table 1's (metric, value, epoch) of one run: accuracies in %, paper BLEU and sacreBLEU (CSV only); MNLI adds
+    the best mismatched accuracy with its own epoch, as the paper reports it."""
     epoch = field(path, run, "best_epoch")
+    if field(path, run, "kind") == "translation":
+        return [
+            ("bleu", field(path, run, "test_paper_bleu"), epoch),
+            ("sacrebleu", field(path, run, "test_sacrebleu"), epoch),
+        ]
     metrics = [("accuracy_pct", _percent(path, field(path, run, "best_valid_acc")), epoch)]
     if run["task"] == "mnli":
-        metrics.append(
-            (
-                "mismatched_accuracy_pct",
-                _percent(path, field(path, run, "best_test_acc")),
-                field(path, run, "best_test_epoch"),
-            )
-        )
+        mismatched = _percent(path, field(path, run, "best_test_acc"))
+        metrics.append(("mismatched_accuracy_pct", mismatched, field(path, run, "best_test_epoch")))
     return metrics
 
 
-def _bleu(path: str, run: dict) -> list[tuple[str, float, int]]:
-    """Paper BLEU (the tables' BLEU column) and standard sacreBLEU (in the CSV only)."""
-    epoch = field(path, run, "best_epoch")
-    return [
-        ("bleu", field(path, run, "test_paper_bleu"), epoch),
-        ("sacrebleu", field(path, run, "test_sacrebleu"), epoch),
-    ]
+def table3_metrics(path, run: dict) -> list[tuple[str, float, int]]:
+    loss = ("best_valid_loss", field(path, run, "best_valid_loss"), field(path, run, "best_epoch"))
+    return [loss, *result_metrics(path, run)]
 
 
-def _table3_metrics(path: str, run: dict) -> list[tuple[str, float, int]]:
-    return [("best_valid_loss", field(path, run, "best_valid_loss"), field(path, run, "best_epoch")), *_bleu(path, run)]
-
-
-def _long(runs, metrics, keep) -> pd.DataFrame:
-    """One row per (run, metric) for the runs `keep(run)` selects, with the epoch that metric was read at;
-    a seed run twice is an error."""
-    rows = []
-    for path, run in runs:
-        base = {key: field(path, run, key) for key in RUN_KEYS}
-        if keep(base):
-            rows += [
-                {**base, "path": path, "metric": m, "value": v, "best_epoch": epoch}
-                for m, v, epoch in metrics(path, run)
-            ]
-    long = pd.DataFrame(rows, columns=RUN_KEYS + ["path", "metric", "value", "best_epoch"])
-    dup = long.duplicated(["block", "initializer", "variant", "seed", "metric"], keep=False)
+def per_seed(runs: pd.DataFrame, metrics=result_metrics) -> pd.DataFrame:
+    """One row per (run, metric): the sheet's columns, `metric`, `value` and the `best_epoch` it was read at.
+    A run listed twice is an error."""
+    dup = runs.duplicated(["block", "initializer", "variant", "seed"], keep=False)
     if dup.any():
-        raise ValueError(f"the same block/initializer/variant/seed appears twice: {sorted(set(long.path[dup]))}")
-    return long
+        raise ValueError(f"the same block/initializer/variant/seed appears twice: {sorted(set(runs.final[dup]))}")
+    rows = [
+        {**row, "metric": m, "value": v, "best_epoch": epoch}
+        for row in runs.to_dict("records")
+        for m, v, epoch in metrics(row["final"], read_final(row["final"]))
+    ]
+    return pd.DataFrame(rows, columns=[*runs.columns, "metric", "value", "best_epoch"])
 
 
-def summarize(
-    long: pd.DataFrame,
-    config: dict,
-    n_boot: int = 10_000,
-    boot_seed: int = 0,
-    versus: tuple[str, str] = ("initializer", "Xavier"),
-) -> pd.DataFrame:
+def summarize(long: pd.DataFrame, n_boot: int = 10_000, boot_seed: int = 0, versus=("initializer", "Xavier")):
     """Per block, variant, initializer and metric: mean, std, n_seeds, mean best epoch, and the paired comparison
     to the reference `versus` = (column, value) of the same block and metric: by default Xavier of the same
     variant (columns `diff_vs_xavier`, ...); ("variant", "base") compares each variant with the base model of
@@ -149,29 +105,18 @@ def summarize(
         raise ValueError("no runs match this table (check the inputs' blocks, initializers and variants)")
     column, reference = versus
     other = "variant" if column == "initializer" else "initializer"
-    keys = ["block", "variant", "initializer", "metric"]
     rows = []
-    for (block, variant, init, metric), group in long.groupby(keys, sort=False):
-        values = group.set_index("seed")["value"]
-        cell = {"initializer": init, "variant": variant}
-        same = (long.block == block) & (long.metric == metric) & (long[other] == cell[other])
+    for _, group in long.groupby(["block", "variant", "initializer", "metric"], sort=False):
+        first, values = group.iloc[0], group.set_index("seed")["value"]
+        same = (long.block == first.block) & (long.metric == first.metric) & (long[other] == first[other])
         base = long[same & (long[column] == reference)].set_index("seed")["value"]
-        comparison = compare_to_xavier(values, base if cell[column] != reference else base.iloc[:0], n_boot, boot_seed)
+        comparison = compare_to_xavier(values, base if first[column] != reference else base.iloc[:0], n_boot, boot_seed)
         if versus != ("initializer", "Xavier"):
             comparison[f"diff_vs_{reference.lower()}"] = comparison.pop("diff_vs_xavier")
-        family = config["blocks"][block]["family"]
-        sources, display = block_sources(config, block)
         rows.append(
             {
-                "family": family,
-                "block": block,
-                "task": group.task.iloc[0],
-                "variant": variant,
-                "initializer": init,
-                "label": display_name(init, family),
-                "sources": sources,
-                "source_display": display,
-                "metric": metric,
+                **first[SUMMARY_KEYS].to_dict(),
+                "metric": first.metric,
                 "mean": values.mean(),
                 "std": values.std(ddof=1),
                 "n_seeds": len(values),
@@ -182,74 +127,15 @@ def summarize(
     return pd.DataFrame(rows)
 
 
-def ordered(values, order) -> list:
-    """The distinct `values` in the order of `order`, anything not listed there at the end."""
-    present = list(dict.fromkeys(values))
-    return [v for v in dict.fromkeys(order) if v in present] + [v for v in present if v not in order]
-
-
 def _sources_note(summary: pd.DataFrame) -> str:
-    blocks = summary.drop_duplicates("block")
+    seeds = summary.groupby("block", sort=False).n_seeds.agg(["min", "max"])
     lines = [
-        f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} "
-        f"[{r.sources}]; seeds per cell: {_seed_range(summary[summary.block == r.block])}"
-        for r in blocks.itertuples()
+        f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} [{r.sources}]; "
+        f"seeds per cell: {seeds.at[r.block, 'min']}"
+        + ("" if seeds.at[r.block, "min"] == seeds.at[r.block, "max"] else f"-{seeds.at[r.block, 'max']}")
+        for r in summary.drop_duplicates("block").itertuples()
     ]
     return "Sources actually used:\n\n" + "\n".join(lines) + "\n"
-
-
-def _seed_range(part: pd.DataFrame) -> str:
-    low, high = part.n_seeds.min(), part.n_seeds.max()
-    return str(low) if low == high else f"{low}-{high}"
-
-
-def _layout(summary: pd.DataFrame, config: dict, title: str) -> str:
-    """Table 1's layout: a row per family x initializer; per task its metrics (sigma) and mean best epoch."""
-    clash = summary.groupby(["family", "task"]).block.nunique()
-    if (clash > 1).any():
-        raise ValueError(
-            f"several blocks fill the same family/task cell: {list(clash[clash > 1].index)}; "
-            "aggregate one block per family and task"
-        )
-    tasks = ordered(summary.task, list(TASK_DISPLAY))
-    families = ordered(summary.family, [b["family"] for b in config["blocks"].values()])
-    cell = summary.set_index(["family", "task", "initializer", "metric"])
-    shown = summary.metric[summary.metric.isin(list(METRIC_DISPLAY))]  # sacreBLEU is in the CSV only
-    task_metrics = {t: ordered(shown[summary.task == t], list(METRIC_DISPLAY)) for t in tasks}
-
-    def table(render, suffix: str, epoch: bool) -> str:
-        """One row per family x initializer; per task a cell per metric, then (optionally) the epoch."""
-        header = ["Embedding"]
-        for task in tasks:
-            for metric in task_metrics[task]:
-                name = "Match" if metric == "accuracy_pct" and len(task_metrics[task]) > 1 else METRIC_DISPLAY[metric]
-                header.append(f"{TASK_DISPLAY.get(task, task)} {name}{suffix}")
-            header += ["Epoch"] if epoch else []
-        rows = []
-        for family in families:
-            rows.append([f"**{family}**"] + [""] * (len(header) - 1))
-            for init in ordered(summary.initializer[summary.family == family], config["initializers"]):
-                row = [display_name(init, family)]
-                for task in tasks:
-                    found = [
-                        cell.loc[(family, task, init, m)] if (family, task, init, m) in cell.index else None
-                        for m in task_metrics[task]
-                    ]
-                    row += [render(c) if c is not None else "-" for c in found]
-                    if epoch:  # MNLI: "m / mm", each metric's own mean best epoch
-                        row.append(" / ".join(f"{c.mean_best_epoch:.1f}" if c is not None else "-" for c in found))
-                rows.append(row)
-        return markdown_table(header, rows)
-
-    return (
-        f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
-        + table(lambda c: format_mean_std(c["mean"], c["std"]), " (σ)", epoch=True)
-        + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
-        "mean [bootstrap 95% CI], paired t-test p.\n\n"
-        + table(lambda c: paired_cell(c, c.diff_vs_xavier), " Δ", epoch=False)
-        + "\n"
-        + _sources_note(summary)
-    )
 
 
 def paired_cell(c, diff: float) -> str:
@@ -261,65 +147,97 @@ def paired_cell(c, diff: float) -> str:
     return f"{diff:+.1f}{ci}{p}"
 
 
-def _table1_summary(runs, config, initializers, variant, n_boot, boot_seed) -> pd.DataFrame:
-    long = _long(runs, _table1_metrics, lambda r: r["variant"] == variant)
-    summary = summarize(long, config, n_boot, boot_seed)
-    return summary[summary.initializer.isin(initializers)].reset_index(drop=True)
-
-
-def table1(
-    runs, config: dict, csv_path, md_path, variant: str = "base", n_boot: int = 10_000, boot_seed: int = 0
-) -> pd.DataFrame:
-    """Table 1: every configured initializer except Xavier_Pretrained (that is Table 7)."""
-    inits = [i for i in config["initializers"] if i != "Xavier_Pretrained"]
-    summary = _table1_summary(runs, config, inits, variant, n_boot, boot_seed)
-    write_csv_md(csv_path, md_path, summary, _layout(summary, config, "Table 1"))
-    return summary
-
-
-def table7(
-    runs, config: dict, csv_path, md_path, variant: str = "base", n_boot: int = 10_000, boot_seed: int = 0
-) -> pd.DataFrame:
-    """Table 7: the Xavier_Pretrained rows (appendix A.3) in Table 1's layout."""
-    summary = _table1_summary(runs, config, ["Xavier_Pretrained"], variant, n_boot, boot_seed)
-    write_csv_md(csv_path, md_path, summary, _layout(summary, config, "Table 7"))
-    return summary
-
-
-def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
-    """Table 3: config `table3` initializers x variants (embedding trainable x position encoding)."""
-    spec = config["table3"]
-    long = _long(
-        runs,
-        _table3_metrics,
-        lambda r: r["block"] == spec["block"]
-        and r["initializer"] in spec["initializers"]
-        and r["variant"] in spec["variants"],
+def _wide(summary: pd.DataFrame, render, epoch: bool) -> pd.DataFrame:
+    """Table 1's grid: a row per family x initializer (sheet order), per task a column per metric (its display
+    name, "Match" for MNLI's matched accuracy) and, with `epoch`, the tasks' mean best epochs ("m / mm")."""
+    shown = summary[summary.metric.isin(list(METRIC_DISPLAY))].copy()
+    shown["cell"] = [render(c) for c in shown.itertuples()]
+    shown["epoch"] = shown.mean_best_epoch.map("{:.1f}".format)
+    shown["task"] = pd.Categorical(
+        shown.task, [t for t in TASK_DISPLAY if t in set(shown.task)] + sorted(set(shown.task) - set(TASK_DISPLAY))
     )
-    summary = summarize(long, config, n_boot, boot_seed)
-    switches = summary.variant.map(config["variants"])
-    summary.insert(4, "embedding_trainable", switches.map(lambda s: bool(s["embedding_trainable"])))
-    summary.insert(5, "pos_encoding", switches.map(lambda s: s["pos_encoding"] != "none"))
+    shown["metric"] = pd.Categorical(shown.metric, list(METRIC_DISPLAY))
+    rows = ["family", "initializer"]
+    for key in rows:
+        shown[key] = pd.Categorical(shown[key], list(dict.fromkeys(shown[key])))
+    cells = shown.pivot_table(index=rows, columns=["task", "metric"], values="cell", aggfunc="first", observed=True)
+    columns = {}
+    for task in shown.task.cat.categories:
+        metrics = [m for m in METRIC_DISPLAY if (task, m) in cells.columns]
+        for m in metrics:
+            name = "Match" if m == "accuracy_pct" and len(metrics) > 1 else METRIC_DISPLAY[m]
+            columns[f"{TASK_DISPLAY.get(task, task)} {name}"] = cells[(task, m)].fillna("-")
+        if epoch:
+            epochs = shown[shown.task == task].pivot_table(
+                index=rows, columns="metric", values="epoch", aggfunc="first", observed=True
+            )
+            epochs = epochs.reindex(cells.index)
+            columns[f"{task} epoch"] = epochs[metrics].fillna("-").agg(" / ".join, axis=1)
+    return pd.DataFrame(columns, index=cells.index)
 
+
+def _grid_markdown(summary: pd.DataFrame, render, suffix: str, epoch: bool) -> str:
+    """Table 1's layout with a bold header row per family; labels are the sheet's."""
+    wide = _wide(summary, render, epoch)
+    header = ["Embedding"] + ["Epoch" if c.endswith(" epoch") else c + suffix for c in wide.columns]
+    labels = summary.drop_duplicates(["family", "initializer"]).set_index(["family", "initializer"]).label
+    rows = []
+    for family, part in wide.groupby(level="family", sort=False, observed=True):
+        rows.append([f"**{family}**"] + [""] * len(wide.columns))
+        rows += [[labels[key], *values] for key, values in zip(part.index, part.to_numpy().tolist())]
+    return markdown_table(header, rows)
+
+
+def _result_markdown(summary: pd.DataFrame, title: str) -> str:
+    return (
+        f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
+        + _grid_markdown(summary, lambda c: format_mean_std(c.mean, c.std), " (σ)", epoch=True)
+        + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
+        "mean [bootstrap 95% CI], paired t-test p.\n\n"
+        + _grid_markdown(summary, lambda c: paired_cell(c, c.diff_vs_xavier), " Δ", epoch=False)
+        + "\n"
+        + _sources_note(summary)
+    )
+
+
+def result_table(runs: pd.DataFrame, csv_path, md_path, title: str, references=(), n_boot=10_000, boot_seed=0):
+    """Table 1 (or Table 7, the Xavier_Pretrained control, in its layout): per block and initializer its metrics
+    over seeds and the paired difference to Xavier. `references` are initializers whose runs serve only as the
+    reference, not as rows (Table 7 lists the control alone)."""
+    summary = summarize(per_seed(runs), n_boot, boot_seed)
+    summary = summary[~summary.initializer.isin(references)].reset_index(drop=True)
+    write_csv_md(csv_path, md_path, summary, _result_markdown(summary, title))
+    return summary
+
+
+def _trainable(value) -> str:
+    return {True: "yes", False: "no"}.get(value, f"{value} only")
+
+
+def table3(runs: pd.DataFrame, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+    """Table 3: initializers x variants (embedding trainable x position encoding), lowest validation loss and
+    test BLEU."""
+    summary = summarize(per_seed(runs, table3_metrics), n_boot, boot_seed)
+    switches = runs.drop_duplicates("variant").set_index("variant")
+    summary.insert(4, "embedding_trainable", summary.variant.map(switches.embedding_trainable))
+    summary.insert(5, "pos_encoding", summary.variant.map(switches.pos_encoding != "none"))
     cell = summary.set_index(["initializer", "variant", "metric"])
     rows = []
-    for init in ordered(summary.initializer, spec["initializers"]):
-        for variant in ordered(summary.variant, spec["variants"]):
-            if (init, variant, "bleu") not in cell.index:
-                continue
-            loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
-            rows.append(
-                [
-                    loss.label,
-                    "yes" if loss.embedding_trainable else "no",
-                    "yes" if loss.pos_encoding else "no",
-                    f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})",
-                    format_mean_std(bleu["mean"], bleu["std"]),
-                ]
-            )
+    for init, variant in runs[["initializer", "variant"]].drop_duplicates().itertuples(index=False):
+        loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
+        rows.append(
+            [
+                loss.label,
+                _trainable(loss.embedding_trainable),
+                "yes" if loss.pos_encoding else "no",
+                f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})",
+                format_mean_std(bleu["mean"], bleu["std"]),
+            ]
+        )
     header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)"]
+    blocks = ", ".join(dict.fromkeys(runs.block))
     md = (
-        f"# Table 3 ({spec['block']})\n\nMean over seeds; epoch = mean best epoch (1-based).\n\n"
+        f"# Table 3 ({blocks})\n\nMean over seeds; epoch = mean best epoch (1-based).\n\n"
         + markdown_table(header, rows)
         + "\n"
         + _sources_note(summary)
@@ -328,87 +246,65 @@ def table3(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_see
     return summary
 
 
-def _crossed(runs, config: dict, spec: dict, versus: tuple[str, str], n_boot: int, boot_seed: int) -> pd.DataFrame:
-    """Table 1's summary of `spec`'s blocks x initializers x variants, compared with `versus`."""
-    long = _long(
-        runs,
-        _table1_metrics,
-        lambda r: r["block"] in spec["blocks"]
-        and r["initializer"] in spec["initializers"]
-        and r["variant"] in spec["variants"],
-    )
-    return summarize(long, config, n_boot, boot_seed, versus)
+CROSSED = {  # Tables 9 and 11: the switch whose values are the row groups, the reference, the Δ's meaning
+    "table9": (
+        "Table 9 (beyond the paper): position encodings",
+        "pos_encoding",
+        "Position encoding",
+        ("initializer", "Xavier"),
+        "Δ against Xavier with the same position encoding. sinusoidal and learned add P to the scaled embedding; "
+        "rotary (queries and keys rotated) and relative (a learned bias on the attention scores) leave it alone; "
+        "none has no position information.",
+    ),
+    "table11": (
+        "Table 11 (beyond the paper): output-embedding coupling",
+        "output_embedding",
+        "Output embedding",
+        ("variant", "base"),
+        "Δ against the untied model (variant base) of the same initializer and seed.",
+    ),
+}
 
 
-def _crossed_layout(summary: pd.DataFrame, spec: dict, title: str, setting: str, shown, diff: str, why: str) -> str:
-    """A row per variant x initializer (variant shown as `shown(variant)` under the header `setting`); per block
-    its main metric (mean (σ)) and the paired difference `diff` (the summary's column)."""
-    blocks = ordered(summary.block, spec["blocks"])
+def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0):
+    """Table 9 (does a pre-trained layer still lose once the position encoding no longer adds to the embedding?)
+    or Table 11 (the translator's output projection untied, tied or initialized from the decoder's layer): a row
+    per variant x initializer, per block its main metric and the paired Δ against the reference of CROSSED."""
+    title, switch, setting, versus, why = CROSSED[name]
+    runs = runs.sort_values("variant", key=_first_seen, kind="stable")  # rows grouped by variant, as printed
+    summary = summarize(per_seed(runs), n_boot, boot_seed, versus)
+    summary.insert(4, switch, summary.variant.map(runs.drop_duplicates("variant").set_index("variant")[switch]))
+    diff = "diff_vs_xavier" if versus[0] == "initializer" else "diff_vs_base"
+    blocks = list(dict.fromkeys(runs.block))
     main = {b: "bleu" if "bleu" in set(summary.metric[summary.block == b]) else "accuracy_pct" for b in blocks}
     cell = summary.set_index(["block", "variant", "initializer", "metric"])
     header = [setting, "Embedding"]
     for b in blocks:
-        name = f"{TASK_DISPLAY.get(summary.task[summary.block == b].iloc[0], b)} {METRIC_DISPLAY[main[b]]}"
-        header += [f"{name} (σ)", f"{name} Δ"]
+        shown = f"{TASK_DISPLAY.get(summary.task[summary.block == b].iloc[0], b)} {METRIC_DISPLAY[main[b]]}"
+        header += [f"{shown} (σ)", f"{shown} Δ"]
+    shown = runs.drop_duplicates("variant").set_index("variant")[switch]
+    pairs = runs[["variant", "initializer", "label"]].drop_duplicates(["variant", "initializer"])
     rows = []
-    for variant in ordered(summary.variant, spec["variants"]):
-        for init in ordered(summary.initializer, spec["initializers"]):
-            row = [shown(variant), summary.label[summary.initializer == init].iloc[0]]
-            for b in blocks:
-                key = (b, variant, init, main[b])
-                c = cell.loc[key] if key in cell.index else None
-                row += ["-", "-"] if c is None else [format_mean_std(c["mean"], c["std"]), paired_cell(c, c[diff])]
-            rows.append(row)
-    return (
+    for variant, init, label in pairs.itertuples(index=False):
+        row = [shown[variant], label]
+        for b in blocks:
+            c = cell.loc[(b, variant, init, main[b])] if (b, variant, init, main[b]) in cell.index else None
+            row += ["-", "-"] if c is None else [format_mean_std(c["mean"], c["std"]), paired_cell(c, c[diff])]
+        rows.append(row)
+    md = (
         f"# {title}\n\n{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired "
         "difference (by seed) with its bootstrap 95% CI and paired t-test p.\n\n"
         + markdown_table(header, rows)
         + "\n"
         + _sources_note(summary)
     )
-
-
-def table9(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
-    """Table 9 (beyond the paper): initializers x position encodings (config `table9`), each compared with Xavier
-    under the same position encoding. Does a pre-trained layer still lose once the position encoding no longer
-    adds to the embedding (rotary, relative: they act on attention)?"""
-    spec = config["table9"]
-    summary = _crossed(runs, config, spec, ("initializer", "Xavier"), n_boot, boot_seed)
-    summary.insert(4, "pos_encoding", summary.variant.map(lambda v: config["variants"][v]["pos_encoding"]))
-    md = _crossed_layout(
-        summary,
-        spec,
-        "Table 9 (beyond the paper): position encodings",
-        "Position encoding",
-        lambda v: config["variants"][v]["pos_encoding"],
-        "diff_vs_xavier",
-        "Δ against Xavier with the same position encoding. sinusoidal and learned add P to the scaled embedding; "
-        "rotary (queries and keys rotated) and relative (a learned bias on the attention scores) leave it alone; "
-        "none has no position information.",
-    )
     write_csv_md(csv_path, md_path, summary, md)
     return summary
 
 
-def table11(runs, config: dict, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
-    """Table 11 (beyond the paper): the translator's output embedding untied (the paper's), tied to the decoder's
-    input embedding, or its own matrix initialized from the same layer (config `table11`), each compared with
-    the untied model (variant `base`) of the same initializer and seed."""
-    spec = config["table11"]
-    summary = _crossed(runs, config, spec, ("variant", "base"), n_boot, boot_seed)
-    coupling = summary.variant.map(lambda v: config["variants"][v].get("output_embedding", "untied"))
-    summary.insert(4, "output_embedding", coupling)
-    md = _crossed_layout(
-        summary,
-        spec,
-        "Table 11 (beyond the paper): output-embedding coupling",
-        "Output embedding",
-        lambda v: config["variants"][v].get("output_embedding", "untied"),
-        "diff_vs_base",
-        "Δ against the untied model (variant base) of the same initializer and seed.",
-    )
-    write_csv_md(csv_path, md_path, summary, md)
-    return summary
+def _first_seen(column: pd.Series) -> pd.Series:
+    """A sort key that keeps a column's values in the order they first appear (the sheet's order)."""
+    return column.map({v: i for i, v in enumerate(dict.fromkeys(column))})
 
 
 def _single(block: str, name: str, values: pd.Series):
@@ -419,62 +315,54 @@ def _single(block: str, name: str, values: pd.Series):
     return unique[0] if len(unique) else np.nan
 
 
-def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.DataFrame:
-    """Table 5: per block the settings and sizes the runs report; minutes per epoch averaged over runs."""
-    keys = ["params", "epochs", "batch_size", "train_size", "train_minutes_per_epoch"]
-    rows = []
-    for path, run in runs:
-        if field(path, run, "variant") != variant:
-            continue
-        vocab = field(path, run, "vocab_sizes")
-        rows.append(
+SIZES = ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size"]
+
+
+def table5(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
+    """Table 5: per block the settings and sizes its runs report; minutes per epoch averaged over runs."""
+    records = []
+    for row in runs.to_dict("records"):
+        final = read_final(row["final"])
+        vocab = field(row["final"], final, "vocab_sizes")
+        records.append(
             {
-                "block": field(path, run, "block"),
-                "task": field(path, run, "task"),
-                **{k: field(path, run, k) for k in keys},
+                **{k: row[k] for k in ("block", "task", "family", "sources", "source_display")},
+                **{k: field(row["final"], final, k) for k in ("params", "epochs", "batch_size", "train_size")},
                 "vocab_encoder": vocab["encoder"],
                 "vocab_decoder": vocab.get("decoder"),
+                "train_minutes_per_epoch": field(row["final"], final, "train_minutes_per_epoch"),
             }
         )
-    if not rows:
-        raise ValueError(f"Table 5: no {variant} runs among the inputs")
-    runs_frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(records)
     table = []
-    for block in ordered(runs_frame.block, list(config["blocks"])):
-        part = runs_frame[runs_frame.block == block]
-        sources, display = block_sources(config, block)
-        row = {
-            "block": block,
-            "task": part.task.iloc[0],
-            "family": config["blocks"][block]["family"],
-            "sources": sources,
-            "source_display": display,
-        }
-        for name in ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size"]:
-            row[name] = _single(block, name, part[name])
-        row.update(
-            train_minutes_per_epoch=part.train_minutes_per_epoch.mean(),
-            train_minutes_per_epoch_std=part.train_minutes_per_epoch.std(ddof=1),
-            n_runs=len(part),
+    for block, part in frame.groupby("block", sort=False):
+        minutes = part.train_minutes_per_epoch
+        table.append(
+            {
+                **part.iloc[0][["block", "task", "family", "sources", "source_display"]].to_dict(),
+                **{name: _single(block, name, part[name]) for name in SIZES},
+                "train_minutes_per_epoch": minutes.mean(),
+                "train_minutes_per_epoch_std": minutes.std(ddof=1),
+                "n_runs": len(part),
+            }
         )
-        table.append(row)
     table = pd.DataFrame(table)
-
-    def vocab(r) -> str:
-        return f"{r.vocab_encoder:,.0f}" + ("" if pd.isna(r.vocab_decoder) else f" / {r.vocab_decoder:,.0f}")
-
-    rows_md = [
+    vocab = [
+        f"{r.vocab_encoder:,.0f}" + ("" if pd.isna(r.vocab_decoder) else f" / {r.vocab_decoder:,.0f}")
+        for r in table.itertuples()
+    ]
+    rows = [
         [
             r.block,
             r.source_display,
             f"{r.params / 1e6:.1f}M",
             str(int(r.epochs)),
             str(int(r.batch_size)),
-            vocab(r),
+            v,
             f"{r.train_size:,.0f}",
             f"{r.train_minutes_per_epoch:.2f}",
-        ]
-        for r in table.itertuples()
+        ]  # fmt: skip
+        for r, v in zip(table.itertuples(), vocab)
     ]
     header = [
         "Block",
@@ -488,7 +376,7 @@ def table5(runs, config: dict, csv_path, md_path, variant: str = "base") -> pd.D
     ]
     md = (
         "# Table 5\n\nFrom the runs' own final.json; minutes per epoch: training time only (validation "
-        "excluded, as in the paper), mean over runs (hardware-dependent).\n\n" + markdown_table(header, rows_md)
+        "excluded, as in the paper), mean over runs (hardware-dependent).\n\n" + markdown_table(header, rows)
     )
     write_csv_md(csv_path, md_path, table, md)
     return table
