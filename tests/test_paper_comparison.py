@@ -1,6 +1,5 @@
 """embinit.reports.comparison: the paper's Markdown tables, their match with our table CSVs, the findings."""
 
-
 import numpy as np
 import pandas as pd
 import pytest
