@@ -1,6 +1,7 @@
-"""The README's snakemake commands mean what the README says: parsed by Snakemake's own argument parser, every
+"""The documentation's snakemake commands mean what it says: parsed by Snakemake's own argument parser, every
 file a command names is a target (not swallowed by `--configfile` or `--config`, which take every word that
-follows them) and every `--config` entry is a key=value pair."""
+follows them) and every `--config` entry is a key=value pair. The commands live in README.md and in the pages
+it links to: the results READMEs (`results/*/README.md`) and `docs/*.md`."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ SNAKEMAKE = ".venv/bin/snakemake"
 TARGET = re.compile(r"^results/\S+\.(csv|md|png|json)$")
 
 
-def readme_snakemake_commands() -> list[list[str]]:
-    """Each snakemake invocation in the README's shell blocks (fenced bash or indented), as bash expands it
+DOCUMENTS = [REPO / "README.md", *sorted(REPO.glob("results/*/README.md")), *sorted(REPO.glob("docs/*.md"))]
+
+
+def snakemake_commands(path) -> list[list[str]]:
+    """Each snakemake invocation in a Markdown file's shell blocks (fenced bash or indented), as bash expands it
     (variables, brace expansion): the block's assignments and snakemake lines run with snakemake replaced by a
     function that prints its arguments."""
-    text = (REPO / "README.md").read_text()
+    text = path.read_text()
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     blocks += [
         "\n".join(line[4:] for line in block.splitlines()) for block in re.findall(r"(?:^ {4}.*\n)+", text, re.M)
@@ -43,12 +47,14 @@ def readme_snakemake_commands() -> list[list[str]]:
     return commands
 
 
-COMMANDS = readme_snakemake_commands()
+COMMANDS = [argv for path in DOCUMENTS for argv in snakemake_commands(path)]
 
 
 def test_the_readme_has_its_snakemake_commands():
-    # Command 1, the paper's, the cluster's, four offline parts, the rebuilds, the extension example at least.
+    # Command 1, the paper's, the cluster's (README.md), four offline parts and the rebuilds
+    # (results/offline-cpu/README.md), the extension example (docs/extending.md) at least.
     assert len(COMMANDS) >= 12, COMMANDS
+    assert snakemake_commands(REPO / "README.md"), "README.md holds command 1"
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: shlex.join(argv)[:80])

@@ -16,7 +16,7 @@ from snakemake.utils import update_config
 from conftest import REPO, load_default_config
 from embinit.config import load, seeds_of
 
-# Committed tables built from committed records (README "Offline CPU results": the offline run is in parts whose
+# Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
 # records accumulate); results/offline-cpu's Table 3 uses only some seeds of its cells and has its own test.
 RESULTS = REPO / "results"
 RECORD_TABLES = [
@@ -116,7 +116,7 @@ def test_paper_bleu_and_sacrebleu_recompute_from_the_committed_files(final):
 
 
 def test_offline_multi30k_xavier_runs_passed_their_validation_minimum():
-    """The converged offline run's claim (README "Offline CPU results", part 1): every Xavier run of Table 1's
+    """The converged offline run's claim (results/offline-cpu/README.md, part 1): every Xavier run of Table 1's
     Multi30k rows reached its lowest validation loss before its last epoch."""
     table = pd.read_csv(RESULTS / "offline-cpu/table1.csv")
     rows = table[(table.task == "multi30k") & (table.initializer == "Xavier") & (table.metric == "bleu")]

@@ -189,7 +189,7 @@ def test_first_run_config_trains_only_sst2_and_builds_its_outputs(tmp_path):
 
 
 def test_the_readme_extension_example_puts_its_initializer_in_table1(tmp_path):
-    """README "Extending": examples/scaled_xavier.yaml on top of the first run adds Xavier_Scaled runs to the SST-2
+    """docs/extending.md: examples/scaled_xavier.yaml on top of the first run adds Xavier_Scaled runs to the SST-2
     block, and they need no pre-trained layer (the extension registers it with reads_pretrained=False)."""
     overlay = yaml.safe_load((REPO / "examples/scaled_xavier.yaml").read_text())
     overlay["extensions"] = [str(REPO / path) for path in overlay["extensions"]]  # this test runs elsewhere
