@@ -25,8 +25,7 @@ import torch
 from embinit.training.batching import BucketBatchSampler, TranslationData
 from embinit.config import load
 from embinit.models import ModelConfig, Translator
-from embinit.reports.comparison import paper_source, read_paper_tables
-from embinit.reports.format import TASK_DISPLAY
+import pandas as pd
 from train_step import step_flops
 from train_throughput import BATCH, MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
 
@@ -68,19 +67,19 @@ def main() -> None:
     args = parser.parse_args()
 
     config = load(REPO / "config.yaml")
-    paper = read_paper_tables(REPO / "resources/paper_tables.md")
-    minutes = {r.row: r.paper for r in paper[(paper.table == 5) & (paper.column == "min/epoch")].itertuples()}
+    paper = pd.read_csv(REPO / "resources/paper_tables.csv")  # Table 5's rows: "<task> / <family>"
+    minutes = paper[(paper.table == 5) & (paper.column == "train_minutes_per_epoch")].set_index("row").value
     runs = planned_runs()
     total = 0.0
     print("| block | runs | epochs | paper min/epoch | GPU-hours |\n|---|---|---|---|---|")
     for block, count in sorted(runs.items()):
         spec = config["blocks"][block]
-        row = f"{TASK_DISPLAY[spec['task']]} / {paper_source(spec['family'], spec['task'])}"
+        row = f"{spec['task']} / {spec['family']}"
         hours = count * spec["epochs"] * minutes[row] / 60
         total += hours
         print(f"| {block} | {count} | {spec['epochs']} | {minutes[row]:g} | {hours:.1f} |")
     per_token, tokens = flops_and_tokens_per_epoch()
-    achieved = per_token * tokens / (60 * minutes["Multi30k / GloVe"])
+    achieved = per_token * tokens / (60 * minutes["multi30k / GloVe"])
     share = achieved / (args.peak_tflops * 1e12)
     packed = total * max(1 / args.pack, share)
     print(f"\n{sum(runs.values())} runs: {total:.0f} GPU-hours with one job per GPU.")

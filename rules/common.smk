@@ -277,5 +277,12 @@ def table4_layer(template):
 
 
 PAPER_TABLES = os.path.join(
-    workflow.basedir, config.get("paper_comparison", {}).get("paper_tables", "resources/paper_tables.md")
+    workflow.basedir, config.get("paper_comparison", {}).get("paper_tables", "resources/paper_tables.csv")
 )
+
+
+def comparison_runs():
+    """The sheet's rows (with `output`) of the result tables paper_comparison judges the findings on: Tables 1, 3
+    and 7, where config `outputs` builds them."""
+    shown = [t for t in ("table1", "table3", "table7") if t in config["outputs"]]
+    return RUNS[RUNS.output.isin(shown)].to_dict("records")

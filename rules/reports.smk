@@ -143,10 +143,11 @@ rule table10:
 
 
 rule paper_comparison:
-    """paper_comparison.csv / .md: every cell with a paper and our value; the findings checked cell by cell."""
+    """paper_comparison.csv / .md: every cell with a paper and our value; the findings judged on the runs."""
     input:
         paper_tables=PAPER_TABLES,
         tables=[output_path(n) for n in config["outputs"] if re.fullmatch(r"table\d", n)],  # the ones built
+        runs=[run["final"] for run in comparison_runs()],
     output:
         csv=report(output_path("paper_comparison"), caption="../report/paper_comparison.rst", category="Paper vs ours"),
         md=fill(TABLE_MD, name="paper_comparison"),
@@ -155,5 +156,7 @@ rule paper_comparison:
     localrule: True
     conda:
         PIPELINE_ENV
+    params:
+        runs=comparison_runs(),
     script:
         "../workflow_scripts/paper_comparison.py"

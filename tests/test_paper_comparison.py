@@ -1,21 +1,23 @@
-"""embinit.reports.comparison: the paper's Markdown tables, their match with our table CSVs, the findings."""
+"""embinit.reports.comparison: the paper's numbers beside our table CSVs, and the findings judged three ways."""
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import t as stats_t
 
 from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, save_runs
 from embinit.reports import comparison as pc
 from embinit.reports import statistics as stats, tables
 from embinit.reports.analogy import TRANSFORMS
 
-PAPER = REPO / "resources" / "paper_tables.md"
-SST2_GLOVE = {"Xavier": [0.80, 0.82], "Pretrained": [0.70, 0.72], "Pretrained_Xavier": [0.81, 0.83]}
+PAPER = REPO / "resources" / "paper_tables.csv"
+NOISE = [0.0, 0.4, -0.3]  # per seed, shared by every Multi30k run: paired differences stay exact
+SST2_GLOVE = {"Xavier": [0.80, 0.82, 0.81], "Pretrained": [0.70, 0.72, 0.73], "Pretrained_Xavier": [0.81, 0.83, 0.83]}
 SST2_BERT = {
-    "Pretrained": [0.85, 0.86],
-    "Xavier": [0.80, 0.80],
-    "Pretrained_Xavier": [0.81, 0.81],
-    "Pretrained_Shuffled": [0.82, 0.82],
+    "Pretrained": [0.85, 0.86, 0.86],
+    "Xavier": [0.80, 0.80, 0.81],
+    "Pretrained_Xavier": [0.81, 0.81, 0.81],
+    "Pretrained_Shuffled": [0.82, 0.82, 0.83],
 }  # the paper's order: BERT above the other three
 # Multi30k BLEU - 30.5 without / with position encoding, in the paper's pattern: raw GloVe is best without P,
 # worst with it, and gains least from it.
@@ -34,46 +36,32 @@ ANALOGY = {
 def paper_cell(paper, table, row, column):
     hit = paper[(paper.table == table) & (paper.row == row) & (paper.column == column)]
     assert len(hit) == 1, (table, row, column)
-    return hit.paper.iloc[0]
+    return hit.value.iloc[0]
 
 
-def test_parser_reads_the_papers_tables():
-    paper = pc.read_paper_tables(PAPER)
+def test_the_papers_numbers_are_tidy_and_named_as_our_tables():
+    paper = pd.read_csv(PAPER)
+    assert list(paper.columns) == ["table", "row", "column", "value"] and paper.value.notna().all()
     assert not paper.duplicated(["table", "row", "column"]).any()
-    assert paper_cell(paper, 1, "GloVe / Xavier", "Multi30k BLEU") == 37.3
-    assert paper_cell(paper, 1, "GloVe / Xavier", "Multi30k BLEU sigma") == 0.4
-    assert paper_cell(paper, 1, "GloVe / Xavier", "Multi30k BLEU epoch") == 11.7
-    assert paper_cell(paper, 1, "GloVe / GloVe", "MNLI mm") == 58.2
-    assert paper_cell(paper, 1, "GloVe / GloVe", "MNLI mm sigma") == 1.2
-    assert paper_cell(paper, 1, "GloVe / GloVe", "MNLI mm epoch") == 7.5
-    assert paper_cell(paper, 7, "Xavier_T5", "MNLI m epoch") == 8.3  # Table 7's plain "epoch" header
-    assert [paper_cell(paper, 2, "T5 / T5", f"SST2 {s}") for s in pc.STATS] == [-792, 332, 0.12, 22.6]
-    assert [paper_cell(paper, 3, "Xavier", f"no/no {s}") for s in ("loss", "loss epoch", "BLEU", "BLEU sigma")] == [
-        1.98,
-        18.67,
-        28.3,
-        0.08,
+    assert paper_cell(paper, 1, "GloVe / Xavier", "multi30k bleu mean") == 37.3
+    assert paper_cell(paper, 1, "GloVe / Xavier", "multi30k bleu std") == 0.4
+    assert paper_cell(paper, 1, "GloVe / Xavier", "multi30k bleu mean_best_epoch") == 11.7
+    assert paper_cell(paper, 1, "GloVe / GloVe", "mnli mismatched_accuracy_pct mean") == 58.2
+    assert paper_cell(paper, 7, "Xavier_T5", "mnli accuracy_pct mean_best_epoch") == 8.3
+    assert [paper_cell(paper, 2, "T5 / T5", f"sst2 {s}") for s in ("min", "max", "mean", "sigma")] == [
+        -792,
+        332,
+        0.12,
+        22.6,
     ]
-    assert [paper_cell(paper, 4, "GloVe & Pos. Enc.", c) for c in ("correct", "applicable", "accuracy %")] == [
-        1424,
-        1631,
-        87.3,
-    ]
-    assert not (paper.row == "GloVe").loc[paper.table == 4].any()  # "-": no value
-    assert paper_cell(paper, 5, "Multi30k / GloVe", "params") == 11e6
-    assert paper_cell(paper, 5, "Multi30k / GloVe", "vocab enc") == 7800
-    assert paper_cell(paper, 5, "Multi30k / GloVe", "vocab dec") == 5900
-    assert paper_cell(paper, 5, "MNLI / GloVe", "vocab enc") == 79000
-    assert paper_cell(paper, 5, "IWSLT2017 / mT5", "epochs") == 20
-    assert paper_cell(paper, 6, "Xavier", "mean") == 0  # "~0"
-    assert paper_cell(paper, 6, "GloVe scaled", "sigma") == 6.39
-
-
-def test_a_cell_whose_numbers_cannot_be_named_is_an_error(tmp_path):
-    path = tmp_path / "t.md"
-    path.write_text("## Table 1: x\n| block | init | SST2 acc |\n|---|---|---|\n| GloVe | Xavier | 1 (2) (3) |\n")
-    with pytest.raises(ValueError, match=r"Table 1, row 'GloVe / Xavier', column 'SST2 acc'"):
-        pc.read_paper_tables(path)
+    table3 = [paper_cell(paper, 3, "Xavier", f"nopos_frozen {c}") for c in ("best_valid_loss mean", "bleu mean")]
+    assert table3 == [1.98, 28.3]
+    assert paper_cell(paper, 4, "GloVe & Xavier-Std & Pos. Enc.", "accuracy") == 0.129  # our spelling, a fraction
+    assert paper_cell(paper, 5, "multi30k / GloVe", "params") == 11e6
+    assert paper_cell(paper, 5, "multi30k / BERT", "vocab_encoder") == 6300  # the paper's mBERT row, our family
+    assert paper_cell(paper, 6, "GloVe_Xavier scaled", "sigma") == 0.27
+    for table, (rows, columns, statistics) in pc.LAYOUT.items():  # every column ends in one of its statistics
+        assert paper.column[paper.table == table].str.split(" ").str[-1].isin(statistics).all(), table
 
 
 def run(block, init, seed, variant="base", **metrics):
@@ -97,7 +85,8 @@ def run(block, init, seed, variant="base", **metrics):
 
 
 def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALOGY):
-    """Our Tables 1-6 in their real layout, built by embinit's own writers from fabricated runs and layers."""
+    """Our Tables 1-6 in their real layout, built by embinit's own writers from fabricated runs and layers; returns
+    the run sheet's rows of Tables 1 and 3 (column `output`), which the findings are judged on."""
     runs = [
         run(block, i, s, best_valid_acc=a)
         for block, accs in (("sst2_glove6b50d", sst2_glove), ("sst2_bert", sst2_bert))
@@ -113,17 +102,17 @@ def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALO
                     init,
                     s,
                     variant,
-                    test_paper_bleu=30.0 + s + offset,
+                    test_paper_bleu=30.0 + s + offset + NOISE[s],
                     test_sacrebleu=20.0,
                     best_valid_loss=2.0 - 0.1 * offset,
                 )
-                for s in range(2)
+                for s in range(3)
             ]
     rows = save_runs(out / "runs", runs, CONFIG)
-    base = rows[rows.variant == "base"]
-    tables.result_table(base, out / "table1.csv", out / "table1.md", "Table 1")
-    tables.table3(rows[rows.block == "multi30k_glove6b50d"], out / "table3.csv", out / "table3.md")
-    tables.table5(base, out / "table5.csv", out / "table5.md")
+    table1, table3 = rows[rows.variant == "base"], rows[rows.block == "multi30k_glove6b50d"]
+    tables.result_table(table1, out / "table1.csv", out / "table1.md", "Table 1")
+    tables.table3(table3, out / "table3.csv", out / "table3.md")
+    tables.table5(table1, out / "table5.csv", out / "table5.md")
 
     entries = []
     for block, side in (("sst2_glove6b50d", "encoder"), ("multi30k_glove6b50d", "decoder")):
@@ -154,7 +143,7 @@ def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALO
         table4.insert(i, column, value)
     table4.to_csv(out / "table4.csv", index=False)
     table4.assign(pos_rows=64).to_csv(out / "table4_sensitivity.csv", index=False)  # not a paper table: ignored
-    return out
+    return pd.concat([table1.assign(output="table1"), table3.assign(output="table3")])
 
 
 def csvs(out):
@@ -162,8 +151,8 @@ def csvs(out):
     return sorted(out.glob("table*.csv"))
 
 
-def compare(out, csv_name="paper_comparison.csv", md_name="paper_comparison.md"):
-    return pc.paper_comparison(csvs(out), PAPER, out / csv_name, out / md_name)
+def compare(out, runs):
+    return pc.paper_comparison(csvs(out), runs, PAPER, out / "paper_comparison.csv", out / "paper_comparison.md")
 
 
 def cell(frame, table, row, column):
@@ -173,126 +162,136 @@ def cell(frame, table, row, column):
 
 
 def test_our_tables_match_the_papers_rows_and_columns(tmp_path):
-    out = write_results(tmp_path)
-    result = compare(out)
-    csv = pd.read_csv(out / "paper_comparison.csv", keep_default_na=False, na_values=[""])
-    assert list(csv.columns) == pc.COLUMNS == list(result.columns)
+    compare(tmp_path, write_results(tmp_path))
+    csv = pd.read_csv(tmp_path / "paper_comparison.csv", keep_default_na=False, na_values=[""])
+    assert list(csv.columns) == pc.COLUMNS
     assert csv.paper.notna().all() and csv.ours.notna().all()
-
-    xavier = cell(csv, 1, "GloVe / Xavier", "SST2 acc")
-    assert (xavier.paper, xavier.ours, xavier.n_seeds) == (82.7, pytest.approx(81.0), 2)
-    assert xavier.source == "glove6b50d (stand-in for GloVe 840B)"
-    assert cell(csv, 1, "GloVe / GloVe", "SST2 acc sigma").ours == pytest.approx(np.std([70, 72], ddof=1))
-    assert pd.isna(cell(csv, 1, "BERT / BERT", "SST2 acc").source)  # BERT is the paper's own source
-    bleu = cell(csv, 1, "GloVe / GloVe_Xavier", "Multi30k BLEU")
-    assert (bleu.paper, bleu.ours) == (38.7, pytest.approx(34.5))  # paper BLEU, not sacreBLEU
-    assert bleu.source == "encoder=none (Xavier); decoder=glove6b50d (stand-in for GloVe 840B)"
+    xavier = cell(csv, 1, "GloVe / Xavier", "sst2 accuracy_pct mean")
+    assert (xavier.paper, xavier.ours, xavier.n_seeds) == (82.7, pytest.approx(81.0), 3)
+    assert xavier.source == f"encoder={STAND_IN}"
+    half = stats_t.ppf(0.975, 2) * np.std([80, 82, 81], ddof=1) / np.sqrt(3)  # the mean's 95% t-interval
+    assert (xavier.ci_low, xavier.ci_high) == pytest.approx((81 - half, 81 + half))
+    assert xavier.vs_paper == "undecided"  # 82.7 is inside the interval of 3 seeds
+    assert cell(csv, 1, "GloVe / GloVe", "sst2 accuracy_pct mean").vs_paper == "ours lower"  # 71.7, the paper 82.3
+    assert cell(csv, 1, "GloVe / GloVe", "sst2 accuracy_pct std").ours == pytest.approx(np.std([70, 72, 73], ddof=1))
+    assert pd.isna(cell(csv, 1, "GloVe / GloVe", "sst2 accuracy_pct std").vs_paper)  # only means are judged
+    bleu = cell(csv, 1, "GloVe / GloVe_Xavier", "multi30k bleu mean")
+    assert (bleu.paper, bleu.ours) == (38.7, pytest.approx(35.0 + np.mean(NOISE)))  # paper BLEU, not sacreBLEU
     assert not csv.column.str.contains("sacre", case=False).any()
-
-    assert (
-        cell(csv, 2, "GloVe / GloVe", "Multi30k sigma").source == "glove6b50d (stand-in for GloVe 840B), decoder layer"
-    )  # display from the other CSVs; not the encoder
-    frozen = cell(csv, 3, "GloVe_Xavier", "no/no BLEU")
-    assert (frozen.paper, frozen.ours, frozen.n_seeds) == (31.2, pytest.approx(31.5), 2)
-    assert cell(csv, 3, "Xavier", "yes/no loss epoch").ours == 2
-    assert cell(csv, 4, "GloVe & Xavier-std & Pos. Enc.", "accuracy %").ours == pytest.approx(5.0)  # paper's spelling
-    assert cell(csv, 4, "GloVe & (Pos. Enc. x sigma_p / sigma_x)", "correct").ours == round(0.04 * 1631)
-    assert cell(csv, 5, "Multi30k / GloVe", "vocab dec").ours == 5893
-    assert cell(csv, 5, "SST2 / BERT", "min/epoch").ours == 1.5
-    glove = cell(csv, 6, "GloVe scaled", "sigma")  # our row "GloVe scaled", its source in the CSV's column
-    assert glove.source == "glove6b50d (stand-in for GloVe 840B)" and glove.paper == 6.39
-    assert cell(csv, 6, "Pretrained_Xavier", "max").source == "glove6b50d (stand-in for GloVe 840B)"
-    assert pd.isna(cell(csv, 6, "Xavier scaled", "sigma").source) and pd.isna(
-        cell(csv, 6, "Pos. Encoding", "max").source
-    )
+    assert cell(csv, 2, "GloVe / GloVe", "multi30k sigma").source == "glove6b50d"
+    frozen = cell(csv, 3, "GloVe_Xavier", "nopos_frozen bleu mean")
+    assert (frozen.paper, frozen.ours, frozen.n_seeds) == (31.2, pytest.approx(32.0 + np.mean(NOISE)), 3)
+    assert cell(csv, 3, "Xavier", "nopos best_valid_loss mean_best_epoch").ours == 2
+    assert cell(csv, 4, "GloVe & Xavier-Std & Pos. Enc.", "accuracy").ours == pytest.approx(0.05)
+    assert cell(csv, 4, "GloVe & (Pos. Enc. x σp/σx)", "correct").ours == round(0.04 * 1631)
+    assert cell(csv, 5, "multi30k / GloVe", "vocab_decoder").ours == 5893
+    assert cell(csv, 5, "sst2 / BERT", "train_minutes_per_epoch").ours == 1.5
+    glove = cell(csv, 6, "GloVe scaled", "sigma")  # labelled by family; the source in its own column
+    assert glove.source == STAND_IN and glove.paper == 6.39
+    assert pd.isna(cell(csv, 6, "Position encoding", "max").source)
     assert set(csv.table) == {1, 2, 3, 4, 5, 6}
-
-    md = (out / "paper_comparison.md").read_text()
-    assert all(f"Table {n}: not among our tables; skipped." in md for n in (7, 8))
-    assert "Table 6: not among" not in md
-    assert f"{len(csv)} cells with both values" in md and md_has_row(
-        md, "GloVe / Xavier", "SST2 acc", "82.7", "81", "2"
-    )
-    assert f"The paper's numbers ({PAPER.name})" in md and str(PAPER.parent) not in md  # no machine's path
+    md = (tmp_path / "paper_comparison.md").read_text()
+    assert f"{len(csv)} cells with both values" in md
+    assert md_has_row(md, "GloVe / Xavier", "sst2 accuracy_pct mean", "82.7", "81", "3", "undecided")
+    assert f"The paper's numbers ({PAPER.name})" in md and str(tmp_path) not in md  # no machine's path
     assert "ours (table1.csv, table2.csv, table3.csv, table4.csv, table5.csv, table6.csv)" in md
-    assert str(out) not in md
 
 
 def test_reads_exactly_the_tables_it_is_given(tmp_path):
-    out = write_results(tmp_path)
-    given = [out / "table1.csv", out / "table4_sensitivity.csv", out / "table5.csv"]
-    table = pc.paper_comparison(given, PAPER, tmp_path / "c.csv", tmp_path / "c.md")
-    assert set(table.table) == {1, 5}
+    runs = write_results(tmp_path)
+    given = [tmp_path / "table1.csv", tmp_path / "table4_sensitivity.csv", tmp_path / "table5.csv"]
+    pc.paper_comparison(given, runs, PAPER, tmp_path / "c.csv", tmp_path / "c.md")
+    assert set(pd.read_csv(tmp_path / "c.csv").table) == {1, 5}
     other = tmp_path / "elsewhere"
     other.mkdir()
-    (other / "table1.csv").write_bytes((out / "table1.csv").read_bytes())
+    (other / "table1.csv").write_bytes((tmp_path / "table1.csv").read_bytes())
     with pytest.raises(ValueError, match="Table 1 is given twice"):
-        pc.paper_comparison([out / "table1.csv", other / "table1.csv"], PAPER, tmp_path / "c.csv", tmp_path / "c.md")
+        pc.paper_comparison([tmp_path / "table1.csv", other / "table1.csv"], runs, PAPER, *given[:2])
 
 
-def test_table5_with_the_older_minutes_column(tmp_path):
-    out = write_results(tmp_path)
-    old = pd.read_csv(out / "table5.csv").rename(columns={"train_minutes_per_epoch": "minutes_per_epoch"})
-    old.to_csv(out / "table5.csv", index=False)
-    assert cell(compare(out), 5, "Multi30k / GloVe", "min/epoch").ours == 1.5
+def verdicts(out, runs) -> dict[tuple[str, str, str], str]:
+    checks = compare(out, runs)
+    return {(c.finding, c.column, c.claim): c.verdict for c in checks.itertuples()}
 
 
-def verdicts(out) -> dict[str, str]:
-    paper, (ours, _) = pc.read_paper_tables(PAPER), pc.our_cells(csvs(out))
-    checks = pc.findings(paper, ours)
-    return {f: pc.verdict([c for c in checks if c.finding == f]) for f in pc.FINDINGS}
-
-
-def test_the_findings_follow_our_numbers(tmp_path):
-    held = verdicts(write_results(tmp_path / "a"))
-    assert held == {
-        "F1": "holds (4 of 4 cells hold)",
-        "F2": "holds (6 of 6 cells hold)",
-        "F3": "holds (1 of 1 cells hold)",
-    }
+def test_the_findings_are_three_valued_on_paired_seeds(tmp_path):
+    held = verdicts(tmp_path / "a", write_results(tmp_path / "a"))
+    assert held[("F1", "sst2 accuracy_pct", "GloVe < Xavier")] == "holds"  # -10 points in every seed
+    assert held[("F1", "sst2 sigma", "GloVe's layer σ > Xavier's")] == "holds"  # exact
+    assert held[("F2", "accuracy", "adding P keeps ≥ 90% of GloVe's analogy accuracy")] == "holds"
+    assert held[("F2", "nopos_frozen bleu", "without P, embedding frozen: GloVe > Xavier")] == "holds"
+    assert held[("F3", "sst2 accuracy_pct", "BERT vs Xavier as in the paper")] == "holds"
+    assert held[("F1", "multi30k bleu", "GloVe < Xavier")] == "holds"  # -1 BLEU with P in every seed
+    assert held[("F1", "mnli accuracy_pct", "GloVe < Xavier")] == "not measured here"
 
     flipped = verdicts(
+        tmp_path / "b",
         write_results(
             tmp_path / "b",
-            sst2_glove={**SST2_GLOVE, "Pretrained": [0.90, 0.92]},
-            sst2_bert={**SST2_BERT, "Pretrained": [0.70, 0.70]},
-        )
+            sst2_glove={**SST2_GLOVE, "Pretrained": [0.90, 0.92, 0.93]},
+            sst2_bert={**SST2_BERT, "Pretrained": [0.70, 0.70, 0.71]},
+        ),
     )
-    assert flipped["F1"].startswith("does not hold") and flipped["F3"] == "does not hold (0 of 1 cells hold)"
+    assert flipped[("F1", "sst2 accuracy_pct", "GloVe < Xavier")] == "contradicted"
+    assert flipped[("F3", "sst2 accuracy_pct", "BERT vs Xavier as in the paper")] == "contradicted"
+    noisy = {**SST2_GLOVE, "Pretrained": [0.79, 0.83, 0.80]}  # Δ -1, +1, -1 points: the interval holds 0
+    undecided = verdicts(tmp_path / "c", write_results(tmp_path / "c", sst2_glove=noisy))
+    assert undecided[("F1", "sst2 accuracy_pct", "GloVe < Xavier")] == "undecided"
+    md = (tmp_path / "c" / "paper_comparison.md").read_text()
+    evidence = "Ours: Δ -0.33 [-3.20, +2.54], p = 0.667, 3 seeds; an estimated 97 seeds would decide it"
+    assert f"GloVe < Xavier: **undecided**. {evidence}" in md
 
-    out = write_results(tmp_path / "c", analogy={**ANALOGY, "GloVe & Pos. Enc.": 0.05})
-    assert verdicts(out)["F2"] == "does not hold (5 of 6 cells hold)"
-    failed = [c.cell for c in pc.findings(pc.read_paper_tables(PAPER), pc.our_cells(csvs(out))[0]) if c.holds is False]
-    assert failed == ["Table 4 GloVe & Pos. Enc."]
+
+def test_one_seed_is_undecided_and_says_why(tmp_path):
+    runs = write_results(tmp_path)
+    checks = compare(tmp_path, runs[runs.seed == 0]).set_index(["finding", "column", "claim"])
+    assert checks.loc[("F1", "sst2 accuracy_pct", "GloVe < Xavier"), "verdict"] == "undecided"
+    assert checks.loc[("F1", "sst2 sigma", "GloVe's layer σ > Xavier's"), "verdict"] == "holds"  # not seeded
+    assert "1 seed: no paired σ, no interval" in (tmp_path / "paper_comparison.md").read_text()
+
+
+@pytest.mark.parametrize("effect, seeds", [(1.0, 10), (0.5, 34), (2.0, 5)])
+def test_seeds_to_decide_is_the_paired_t_tests_sample_size(effect, seeds):
+    """Paired t-test, two-sided 5%, power 80% (G*Power and statsmodels give n = 10, 34 and 5 for these effects)."""
+    assert pc.seeds_to_decide(effect, 1.0) == seeds
+    assert pc.seeds_to_decide(-effect * 3, 3.0) == seeds
+    assert pc.seeds_to_decide(0.0, 1.0) is None and pc.seeds_to_decide(1e-6, 1.0) is None  # beyond 10,000
+
+
+def test_the_headline_counts_each_outcome(tmp_path):
+    runs = write_results(tmp_path)
+    compare(tmp_path, runs)
+    md = (tmp_path / "paper_comparison.md").read_text()
+    assert "- **F2: 8 hold, 0 contradicted, 0 undecided** (0 not measured here)." in md
 
 
 def test_a_finding_without_our_cells_is_not_measured(tmp_path):
-    out = write_results(tmp_path)
+    runs = write_results(tmp_path)
     for n in (1, 2, 3, 4):
-        (out / f"table{n}.csv").unlink()
-    assert set(verdicts(out).values()) == {"not measured here"}
-    compare(out)
-    assert "**F1: not measured here.**" in (out / "paper_comparison.md").read_text()
+        (tmp_path / f"table{n}.csv").unlink()
+    checks = compare(tmp_path, runs.iloc[:0])
+    assert set(checks.verdict) == {"not measured here"}
+    assert "**F1: 0 hold, 0 contradicted, 0 undecided**" in (tmp_path / "paper_comparison.md").read_text()
 
 
 def test_committed_offline_results(tmp_path):
+    """The committed records: the rule's own inputs, from the run sheet of config/offline-cpu.yaml."""
+    from snakemake.utils import update_config
+
+    from embinit.config import load
+    from embinit.runsheet import run_sheet
+
+    config = load(REPO / "config.yaml")
+    update_config(config, load(REPO / "config" / "offline-cpu.yaml"))
+    sheet = run_sheet(
+        config, {"final": str(REPO / "results/offline-cpu/{block}/{init}/seed{seed}/{variant}/final.json")}
+    )
+    runs = sheet[sheet.output.isin(["table1", "table3", "table7"])]
     results = REPO / "results" / "offline-cpu"
-    table = pc.paper_comparison(csvs(results), PAPER, tmp_path / "c.csv", tmp_path / "c.md")
-    assert len(table) >= 20 and table.paper.notna().all() and table.ours.notna().all()
-    assert table.source.str.contains("stand-in").any()
-    assert {1, 2, 3, 4}.issubset(set(table.table))
-    assert "## What holds" in (tmp_path / "c.md").read_text()
-
-
-def test_table6_of_an_older_version_carries_the_source_in_its_labels(tmp_path):
-    """Before rows were labelled by family, Table 6 printed the source's display in the label; both read alike."""
-    out = write_results(tmp_path)
-    new = pd.read_csv(out / "table6.csv")
-    old = new.drop(columns="source_display").assign(layer=new.layer.str.replace("GloVe", STAND_IN, regex=False))
-    old.to_csv(out / "table6.csv", index=False)
-    assert old.layer.iloc[4] == f"{STAND_IN}_Xavier"
-    before = compare(out, "c.csv", "c.md")
-    new.to_csv(out / "table6.csv", index=False)
-    after = compare(out, "c.csv", "c.md")
-    assert (before.table == 6).sum() == 7 * 4
-    pd.testing.assert_frame_equal(before, after)
+    checks = pc.paper_comparison(csvs(results), runs, PAPER, tmp_path / "c.csv", tmp_path / "c.md")
+    table = pd.read_csv(tmp_path / "c.csv")
+    assert len(table) >= 100 and table.source.str.contains("stand-in").any()
+    assert {1, 2, 3, 4, 5, 6, 7, 8} == set(table.table)
+    verdict = checks.set_index(["finding", "column", "claim"]).verdict
+    assert verdict[("F1", "sst2 accuracy_pct", "GloVe < Xavier")] == "holds"  # -5.0 points over 5 seeds
+    assert verdict[("F1", "multi30k bleu", "GloVe < Xavier")] == "undecided"  # +0.003 BLEU, p = 0.998

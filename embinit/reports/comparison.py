@@ -1,609 +1,313 @@
-"""The paper's own numbers beside ours, cell by cell, and whether its three findings show in our numbers.
+"""The paper's own numbers beside ours, cell by cell, and its three findings checked on our runs.
 
-The paper's numbers come from a Markdown copy of its tables (resources/paper_tables.md; "-" = no value). Every
-number in a cell becomes a long row `table, row, column, paper`; compound cells split into named columns, e.g.
-"60.4 (1.4) / 60.2 (1.8)" under "MNLI m / mm" gives "MNLI m", "MNLI m sigma", "MNLI mm", "MNLI mm sigma".
-Our table CSVs are put into the same names (rows by family and display label, columns by task), so the two
-join on (table, row, column). The findings are predicates on those cells, evaluated on our numbers (and, for
-reference, on the paper's): their outcome is computed, never fixed here.
+The paper's numbers are tidy rows `table, row, column, value` (resources/paper_tables.csv) named as our tables name
+them: a cell's row joins a table CSV's LAYOUT row keys with " / ", its column the column keys and the statistic with
+" " (Table 1: row "GloVe / GloVe_Xavier", column "sst2 accuracy_pct mean"). One melt puts any of our tables into
+those names and one merge puts the paper's number beside ours.
+
+The findings are CHECKS, one entry per claim: a sum of cells with coefficients (a difference, or a difference of
+differences) claimed above or below zero. On the result tables (1, 3, 7) the sum is taken per seed, paired, and the
+verdict is three-valued: holds or contradicted when its 95% t-interval excludes zero on the claimed or the other
+side, undecided when it contains zero or has fewer than 2 seeds. On layer statistics and analogy counts (Tables 2,
+4), which are not seeded, the sum is exact and the claim holds or is contradicted.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
+import warnings
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
-from embinit.reports.format import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
+from embinit.reports.format import markdown_table, write_csv_md
+from embinit.reports.tables import per_seed, result_metrics, table3_metrics
 
-COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "source"]
-KEY_HEADERS = {"block", "init", "task", "source", "transformation", "layer"}  # a paper row's name, not numbers
-NUMBER = re.compile(r"~?-?\d+(?:\.\d+)?[kM]?")
-# Headers whose cells the generic "value (sigma) / value (sigma)" naming does not fit: their numbers in order.
-HEADER_NAMES = {
-    "min, max": ["min", "max"],
-    "mean (sigma)": ["mean", "sigma"],
-    "correct / applicable (%)": ["correct", "applicable", "accuracy %"],
-    "vocab": ["vocab enc", "vocab dec"],
+RESULT_STATS = ["mean", "std", "mean_best_epoch"]
+LAYOUT = {  # table -> (row keys, column keys, statistics) of its CSV: how its cells are named
+    1: (["family", "label"], ["task", "metric"], RESULT_STATS),
+    2: (["family", "label"], ["task"], ["min", "max", "mean", "sigma"]),
+    3: (["label"], ["variant", "metric"], RESULT_STATS),
+    4: (["transformation"], [], ["correct", "applicable", "accuracy"]),
+    5: (
+        ["task", "family"],
+        [],
+        ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size", "train_minutes_per_epoch"],
+    ),  # fmt: skip
+    6: (["layer"], [], ["min", "max", "mean", "sigma"]),
+    7: (["label"], ["task", "metric"], RESULT_STATS),
+    8: (["label"], ["task"], ["min", "max", "mean", "sigma"]),
 }
-TRANSLATION = ("multi30k", "iwslt2017")
-STATS = ("min", "max", "mean", "sigma")
-# F2's reading of Table 4: "little effect" keeps at least this share of the accuracy without P, "destroys"
-# keeps less than DESTROYED of it. The paper states no threshold; these are ours, shown with every check.
-LITTLE_EFFECT = 0.9
-DESTROYED = 0.5
-T3_ROWS = ("Xavier", "GloVe", "GloVe_Xavier")  # Table 3's initializations, by their paper names
+SEEDED = (1, 3, 7)  # tables whose cells are means over seeds: their checks are paired by seed
+COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "ci_low", "ci_high", "vs_paper", "source"]
 FINDINGS = {
     "F1": "Raw pre-trained GloVe (large σ) starts worse than Xavier, and GloVe_Xavier (standardized) recovers it",
     "F2": "Position encoding: next to the scaled GloVe layer adding P barely changes analogy, at Xavier's scale it "
-    "destroys it; in Table 3, GloVe beats Xavier without P and gains less than Xavier and GloVe_Xavier "
-    "from adding it",
-    "F3": "BERT / T5 family: the pre-trained row ranks against Xavier, _Xavier and _Shuffled as in the paper",
+    "destroys it; in Table 3, GloVe beats Xavier without P and gains less than Xavier and GloVe_Xavier from adding it",
+    "F3": "BERT / T5 family: the pre-trained row against Xavier, its _Xavier and _Shuffled controls as in the paper",
 }
 
 
-# --- the paper's tables ---------------------------------------------------------------------------------------
+class Check(NamedTuple):
+    """A claim that the sum of `terms` ((table, row, column) -> coefficient) is above (sign +1) or below (-1) zero,
+    or (0) on the side the paper's numbers put it. In a template, {col} stands for each of the paper's columns
+    that fit (a result column "sst2 accuracy_pct", a layer column "sst2"), {family} for each non-GloVe family."""
+
+    finding: str
+    claim: str
+    terms: dict
+    sign: int
 
 
-def _number(text: str) -> float:
-    """'11M' -> 11e6, '7.8k' -> 7800, '~0' -> 0."""
-    text = text.lstrip("~")
-    return float(text.rstrip("kM")) * {"k": 1e3, "M": 1e6}.get(text[-1], 1)
+def _gain(trained: str, name: str) -> dict:
+    """BLEU that adding P gains `name` (Table 3, embedding trainable or frozen)."""
+    with_p, without = ("base", "nopos") if trained == "trainable" else ("frozen", "nopos_frozen")
+    return {(3, name, f"{with_p} bleu"): 1, (3, name, f"{without} bleu"): -1}
 
 
-def _slash_names(header: str) -> list[str]:
-    """'MNLI m / mm' -> ['MNLI m', 'MNLI mm']: each later part replaces the first part's last word."""
-    first, *rest = header.split(" / ")
-    prefix = first.rsplit(" ", 1)[0] + " " if " " in first else ""
-    return [first] + [prefix + part for part in rest]
+def _minus(a: dict, b: dict) -> dict:
+    return {**a, **{cell: -c for cell, c in b.items()}}
 
 
-def _cell_names(header: str, bases: list[str], cell: str, count: int) -> list[str]:
-    """Names of the `count` numbers of one cell, in order; `bases` are the column's value names."""
-    if ";" in cell:  # "-0.02,0.02; 0 (0.01)": range; mean (sigma)
-        return [f"{header} {s}" for s in STATS]
-    if "), " in cell:  # "1.98 (18.67), 28.3 (0.08)": lowest loss (epoch), BLEU (sigma)
-        return [f"{header} {s}" for s in ("loss", "loss epoch", "BLEU", "BLEU sigma")]
-    if header in HEADER_NAMES:
-        return HEADER_NAMES[header][:count]
-    names = []
-    for base, part in zip(bases, cell.split(" / ")):  # "60.4 (1.4) / 60.2 (1.8)" or "3.5 / 3"
-        names += [base, f"{base} sigma"][: len(NUMBER.findall(part))]
-    return names
+CHECKS = [
+    Check("F1", "GloVe's layer σ > Xavier's", {(2, "GloVe / GloVe", "{col} sigma"): 1, (2, "GloVe / Xavier", "{col} sigma"): -1}, 1),
+    Check("F1", "GloVe < Xavier", {(1, "GloVe / GloVe", "{col}"): 1, (1, "GloVe / Xavier", "{col}"): -1}, -1),
+    Check("F1", "GloVe_Xavier > GloVe", {(1, "GloVe / GloVe_Xavier", "{col}"): 1, (1, "GloVe / GloVe", "{col}"): -1}, 1),
+    Check("F2", "adding P keeps ≥ 90% of GloVe's analogy accuracy",
+          {(4, "GloVe & Pos. Enc.", "accuracy"): 1, (4, "GloVe", "accuracy"): -0.9}, 1),
+    Check("F2", "adding P keeps < 50% of the Xavier-standardized layer's analogy accuracy",
+          {(4, "GloVe & Xavier-Std & Pos. Enc.", "accuracy"): 1, (4, "GloVe & Xavier-Std", "accuracy"): -0.5}, -1),
+    *(Check("F2", f"without P, embedding {t}: GloVe > Xavier",
+            {(3, "GloVe", f"{v} bleu"): 1, (3, "Xavier", f"{v} bleu"): -1}, 1)
+      for t, v in (("frozen", "nopos_frozen"), ("trainable", "nopos"))),
+    *(Check("F2", f"embedding {t}: adding P gains GloVe less than {other}", _minus(_gain(t, "GloVe"), _gain(t, other)), -1)
+      for t in ("frozen", "trainable") for other in ("Xavier", "GloVe_Xavier")),
+    *(Check("F3", f"{{family}} vs {other} as in the paper",
+            {(1, "{family} / {family}", "{col}"): 1, (1, f"{{family}} / {other}", "{col}"): -1}, 0)
+      for other in ("Xavier", "{family}_Xavier", "{family}_Shuffled")),
+]  # fmt: skip
 
 
-def _paper_row(table: int, header: list[str], cells: list[str]) -> list[tuple]:
-    row = " / ".join(c for h, c in zip(header, cells) if h in KEY_HEADERS)
-    out, bases = [], []
-    for head, cell in zip(header, cells):
-        if head in KEY_HEADERS:
-            continue
-        # an "epoch" column belongs to the value column before it ("MNLI m / mm" -> "MNLI m epoch", ...)
-        bases = [f"{b} epoch" for b in bases] if head.split(" ")[0] == "epoch" else _slash_names(head)
-        numbers = NUMBER.findall(cell)
-        names = _cell_names(head, bases, cell, len(numbers))
-        if len(names) != len(numbers):
-            raise ValueError(f"Table {table}, row {row!r}, column {head!r}: cannot name the numbers of {cell!r}")
-        out += [(table, row, name, _number(n)) for name, n in zip(names, numbers)]
-    return out
+# --- the cells ------------------------------------------------------------------------------------------------
 
 
-def read_paper_tables(path) -> pd.DataFrame:
-    """Every number of the "## Table N" sections' Markdown tables as rows `table, row, column, paper`."""
-    rows, table, header = [], None, None
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if line.startswith("## "):
-            match = re.match(r"## Table (\d+)", line)
-            table, header = (int(match.group(1)) if match else None), None
-        elif line.startswith("|") and table is not None and not set(line.strip()) <= set("|-: "):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if header is None:
-                header = cells
-            else:
-                rows += _paper_row(table, header, cells)
-    return pd.DataFrame(rows, columns=["table", "row", "column", "paper"])
+def _joined(frame: pd.DataFrame, keys: list[str], sep: str) -> pd.Series:
+    return frame[keys].astype(str).agg(sep.join, axis=1) if keys else pd.Series("", index=frame.index)
 
 
-# --- our tables in the paper's names --------------------------------------------------------------------------
-
-
-def paper_source(family: str, task: str) -> str:
-    """The paper's source of a family in a task: mBERT / mT5 for translation (its Table 1 note), else the family."""
-    return f"m{family}" if task in TRANSLATION and family in ("BERT", "T5") else family
-
-
-def _sides(sources: str, displays: str) -> list[tuple[str, str, str]]:
-    """'encoder=none; decoder=glove6b50d' and its display column -> [(side, name, display), ...]."""
-    return [(*s.split("=", 1), d.split("=", 1)[1]) for s, d in zip(sources.split("; "), displays.split("; "))]
-
-
-def _label(name: str, display: str) -> str:
-    """'glove6b50d (stand-in for GloVe 840B)': our source's name with its display's note."""
-    if name == "none" or display == name:
-        return display
-    note = re.fullmatch(r".*\((.+)\)", display)
-    return f"{name} ({note.group(1) if note else display})"
-
-
-def _source(sides: list[tuple[str, str, str]], paper: str) -> str:
-    """Our sources of a row where they differ from the paper's source `paper`; '' where they do not."""
-    if all(display == paper for _, _, display in sides):
-        return ""
-    if len(sides) == 1:
-        return _label(*sides[0][1:])
-    return "; ".join(f"{side}={_label(name, display)}" for side, name, display in sides)
-
-
-def _known_displays(csvs: dict[int, pd.DataFrame]) -> dict[str, str]:
-    """Source name -> display, from the CSVs that carry both (Tables 2, 6 and 8 name only one of them)."""
-    displays = {}
-    for frame in csvs.values():
-        if {"sources", "source_display"} <= set(frame.columns):
-            for sources, shown in zip(frame.sources, frame.source_display):
-                displays.update((name, display) for _, name, display in _sides(sources, shown))
-        elif {"source", "source_display"} <= set(frame.columns):
-            displays.update(zip(frame.source, frame.source_display))
-    return displays
-
-
-def _result_base(task: str, metric: str) -> str | None:
-    """Table 1's value column of a task and metric ('SST2 acc', 'MNLI mm', 'Multi30k BLEU'); None for sacreBLEU."""
-    short = {"accuracy_pct": "m" if task == "mnli" else "acc", "mismatched_accuracy_pct": "mm", "bleu": "BLEU"}
-    return f"{TASK_DISPLAY.get(task, task)} {short[metric]}" if metric in short else None
-
-
-def _results(frame: pd.DataFrame, table: int, displays) -> list[dict]:
-    """Tables 1 and 7: mean, sigma and mean best epoch per task column."""
-    out = []
-    for r in frame.itertuples():
-        base = _result_base(r.task, r.metric)
-        if base is not None:
-            row = f"{r.family} / {r.label}" if table == 1 else r.label
-            source = _source(_sides(r.sources, r.source_display), paper_source(r.family, r.task))
-            out += _cells(
-                table,
-                row,
-                {base: r.mean, f"{base} sigma": r.std, f"{base} epoch": r.mean_best_epoch},
-                r.n_seeds,
-                source,
-            )
-    return out
-
-
-def _layer_stats(frame: pd.DataFrame, table: int, displays) -> list[dict]:
-    """Tables 2 and 8: range, mean and sigma of a block's layer per task column."""
-    out = []
-    for r in frame.itertuples():
-        row = f"{r.family} / {r.label}" if table == 2 else r.label
-        source = _source([(r.side, r.source, displays.get(r.source, r.source))], paper_source(r.family, r.task))
-        if r.side != "encoder":  # the paper's are encoder layers
-            source = ", ".join(filter(None, [source, f"{r.side} layer"]))
-        task = TASK_DISPLAY.get(r.task, r.task)
-        out += _cells(table, row, {f"{task} {s}": getattr(r, s) for s in STATS}, None, source)
-    return out
-
-
-def _table3(frame: pd.DataFrame, table: int, displays) -> list[dict]:
-    """Table 3: columns 'trainable/pos. enc.' ('no/yes'), each lowest loss (epoch) and BLEU (sigma)."""
-    out = []
-    for r in frame.itertuples():
-        column = f"{'yes' if r.embedding_trainable else 'no'}/{'yes' if r.pos_encoding else 'no'}"
-        values = (
-            {f"{column} loss": r.mean, f"{column} loss epoch": r.mean_best_epoch}
-            if r.metric == "best_valid_loss"
-            else {f"{column} BLEU": r.mean, f"{column} BLEU sigma": r.std}
-            if r.metric == "bleu"
-            else {}
-        )
-        out += _cells(
-            table,
-            r.label,
-            values,
-            r.n_seeds,
-            _source(_sides(r.sources, r.source_display), paper_source(r.family, r.task)),
-        )
-    return out
-
-
-def _table4(frame: pd.DataFrame, table: int, displays) -> list[dict]:
-    out = []
-    for r in frame.itertuples():
-        values = {"correct": r.correct, "applicable": r.applicable, "accuracy %": 100 * r.accuracy}
-        out += _cells(table, r.transformation, values, None, _source([(r.side, r.source, r.source_display)], "GloVe"))
-    return out
-
-
-def _table5(frame: pd.DataFrame, table: int, displays) -> list[dict]:
-    """Table 5; minutes per epoch under its current name or the older `minutes_per_epoch`."""
-    minutes = "train_minutes_per_epoch" if "train_minutes_per_epoch" in frame.columns else "minutes_per_epoch"
-    out = []
-    for r in frame.to_dict("records"):
-        paper = paper_source(r["family"], r["task"])
-        values = {
-            "params": r["params"],
-            "epochs": r["epochs"],
-            "batch": r["batch_size"],
-            "vocab enc": r["vocab_encoder"],
-            "vocab dec": r["vocab_decoder"],
-            "train": r["train_size"],
-            "min/epoch": r[minutes],
-        }
-        out += _cells(
-            table,
-            f"{TASK_DISPLAY.get(r['task'], r['task'])} / {paper}",
-            values,
-            None,
-            _source(_sides(r["sources"], r["source_display"]), paper),
-        )
-    return out
-
-
-def _table6(frame: pd.DataFrame, table: int, displays) -> list[dict]:
-    """Table 6: our layers are labelled by family ('GloVe', 'GloVe_Xavier scaled') with the source in the column
-    `source_display`; the paper's rows are GloVe, Pretrained_Xavier, Xavier and Pos. Encoding, each also 'scaled'.
-
-    A CSV of an older version has no `source_display` and carries the display in the label instead
-    ('GloVe-6B-50d (...)_Xavier scaled').
-    """
-    names = {display: name for name, display in displays.items()}
-    labelled = "source_display" not in frame.columns
-    out = []
-    for r in frame.to_dict("records"):
-        base, scaled = r["layer"].removesuffix(" scaled"), r["layer"].endswith(" scaled")
-        source = ""
-        if base == "Position encoding":
-            row = "Pos. Encoding"
-        elif base == "Xavier":
-            row = base
-        else:
-            row = "Pretrained_Xavier" if base.endswith("_Xavier") else "GloVe"
-            display = base.removesuffix("_Xavier") if labelled else r["source_display"]
-            if not pd.isna(display):
-                source = _source([("", names.get(display, display), display)], "GloVe")
-        out += _cells(table, row + (" scaled" if scaled else ""), {s: r[s] for s in STATS}, None, source)
-    return out
-
-
-def _cells(table: int, row: str, values: dict, n_seeds, source: str) -> list[dict]:
-    return [
-        {"table": table, "row": row, "column": column, "ours": value, "n_seeds": n_seeds, "source": source}
-        for column, value in values.items()
-        if not pd.isna(value)
-    ]
-
-
-OURS = {1: _results, 2: _layer_stats, 3: _table3, 4: _table4, 5: _table5, 6: _table6, 7: _results, 8: _layer_stats}
-
-
-TABLE_CSV = re.compile(r"table(\d+)\.csv")
-
-
-def _numbered(table_csvs) -> dict[int, Path]:
-    """{N: path} of the `table<N>.csv` among `table_csvs`; other files (table4_sensitivity.csv, ...) are ignored."""
-    if isinstance(table_csvs, (str, os.PathLike)):
-        table_csvs = [table_csvs]
-    paths: dict[int, Path] = {}
-    for path in map(Path, table_csvs):
-        match = TABLE_CSV.fullmatch(path.name)
-        if match is None or int(match.group(1)) not in OURS:
-            continue
-        n = int(match.group(1))
-        if n in paths:
-            raise ValueError(f"Table {n} is given twice: {paths[n]} and {path}")
-        paths[n] = path
-    return paths
-
-
-def our_cells(table_csvs) -> tuple[pd.DataFrame, list[str]]:
-    """Our tables (the `table<N>.csv` among `table_csvs`) in the paper's (table, row, column) names, and a note
-    per table of the paper's that is not among them."""
-    csvs = {n: pd.read_csv(p) for n, p in sorted(_numbered(table_csvs).items())}
-    notes = [f"Table {n}: not among our tables; skipped." for n in OURS if n not in csvs]
-    displays = _known_displays(csvs)
-    rows = [cell for n, frame in csvs.items() for cell in OURS[n](frame, n, displays)]
-    return pd.DataFrame(rows, columns=["table", "row", "column", "ours", "n_seeds", "source"]), notes
-
-
-def _key(row: str) -> str:
-    """Rows match despite spelling: 'GloVe & Xavier-std & Pos. Enc.' = 'GloVe & Xavier-Std & Pos. Enc.',
-    'sigma_p / sigma_x' = 'σp/σx'."""
-    return re.sub(r"[^a-z0-9&/]", "", row.lower().replace("σ", "sigma"))
+def table_cells(table: int, frame: pd.DataFrame) -> pd.DataFrame:
+    """Our table's CSV as cells named as the paper's are, with the seeds behind each and the source used; a
+    mean over seeds also carries its 95% t-interval (ci_low, ci_high)."""
+    row_keys, column_keys, statistics = LAYOUT[table]
+    frame = frame.assign(
+        row=_joined(frame, row_keys, " / "),
+        prefix=_joined(frame, column_keys, " "),
+        source=frame.get("source_display", frame.get("source", "")),
+        n_seeds=frame.get("n_seeds", pd.NA),
+    )
+    if "n_seeds" in frame and "std" in frame:
+        half = stats.t.ppf(0.975, frame.n_seeds.clip(lower=2) - 1) * frame["std"] / np.sqrt(frame.n_seeds)
+        frame = frame.assign(ci_low=frame["mean"] - half, ci_high=frame["mean"] + half)
+    long = frame.melt(["row", "prefix", "source", "n_seeds"], [s for s in statistics if s in frame], "stat", "ours")
+    long["column"] = (long.prefix + " " + long.stat).str.strip()
+    if "ci_low" in frame:  # the interval belongs to the mean's cell only
+        interval = frame.assign(stat="mean")[["row", "prefix", "stat", "ci_low", "ci_high"]]
+        long = long.merge(interval, on=["row", "prefix", "stat"], how="left")
+    return long.assign(table=table).reindex(columns=["table", "row", "column", "ours", "n_seeds", "ci_low", "ci_high",
+                                                     "source"])  # fmt: skip
 
 
 def compare(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
-    """Every cell with both a paper and our value, in the paper's order, named as the paper names it."""
-    merged = paper.assign(key=paper.row.map(_key)).merge(
-        ours.assign(key=ours.row.map(_key)).drop(columns="row"), on=["table", "key", "column"]
+    """Every cell with both a paper and our value, in the paper's order; vs_paper says whether our mean's 95%
+    interval lies above or below the paper's number, or is undecided (it contains it, or there is one seed)."""
+    cells = paper.rename(columns={"value": "paper"}).merge(ours, on=["table", "row", "column"])
+    seeded = cells.n_seeds.notna() & cells.column.str.endswith(" mean")
+    side = np.select(
+        [cells.ci_low > cells.paper, cells.ci_high < cells.paper], ["ours higher", "ours lower"], "undecided"
     )
-    return merged[COLUMNS].astype({"n_seeds": "Int64"})
+    cells["vs_paper"] = np.where(seeded, side, "")
+    return cells[COLUMNS].astype({"n_seeds": "Int64"})
 
 
-# --- the findings ----------------------------------------------------------------------------------------------
+def seeded_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per seed, the value of every result-table cell its runs fill: `runs` are the run sheet's rows of Tables 1,
+    3 and 7 (column `output`)."""
+    parts = []
+    for output, rows in runs.groupby("output", sort=False):
+        table = int(output.removeprefix("table"))
+        long = per_seed(rows.drop(columns="output"), table3_metrics if table == 3 else result_metrics)
+        row_keys, column_keys, _ = LAYOUT[table]
+        named = {"row": _joined(long, row_keys, " / "), "column": _joined(long, column_keys, " ")}
+        parts.append(pd.DataFrame({"table": table, **named, "seed": long.seed, "value": long.value}))
+    return pd.concat(parts) if parts else pd.DataFrame(columns=["table", "row", "column", "seed", "value"])
 
 
-class Check(NamedTuple):
-    """One cell of a finding: our values and verdict (None = not measured here), and the paper's."""
-
-    finding: str
-    cell: str
-    claim: str
-    ours: str
-    holds: bool | None
-    paper: str
-    paper_holds: bool | None
+# --- the findings ---------------------------------------------------------------------------------------------
 
 
-Cells = dict[tuple[int, str, str], float]
-
-
-def _lookup(frame: pd.DataFrame, value: str) -> Cells:
-    return {(t, _key(r), c): v for t, r, c, v in zip(frame.table, frame.row, frame.column, frame[value])}
-
-
-def _values(cells: Cells, wanted: dict[str, tuple[int, str, str]]) -> dict[str, float] | None:
-    """{label: value} of the wanted cells, or None when any of them has no value."""
-    values = {label: cells.get((t, _key(r), c), np.nan) for label, (t, r, c) in wanted.items()}
-    return None if any(pd.isna(v) for v in values.values()) else values
-
-
-def _fmt(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-
-
-def _show(cells: Cells, wanted: dict, values: dict | None) -> str:
-    """'Xavier 81.7 (0.5), GloVe 74.8 (2.0)': each value with its sigma over seeds where the table has one."""
-    if values is None:
-        return "-"
-    shown = []
-    for label, (t, r, c) in wanted.items():
-        sigma = cells.get((t, _key(r), f"{c} sigma"), np.nan)
-        value = values[label]
-        digits = 1 if abs(value) >= 10 else 2  # small BLEUs stay distinguishable
-        shown.append(f"{label} {_fmt(value) if pd.isna(sigma) else format_mean_std(value, sigma, digits)}")
-    return ", ".join(shown)
-
-
-def _check(
-    finding: str, cell: str, claim: str, wanted: dict, predicate: Callable[[dict], bool], ours: Cells, paper: Cells
-) -> Check:
-    """Evaluate `predicate` on our values and on the paper's (None where a value is missing)."""
-    o, p = _values(ours, wanted), _values(paper, wanted)
-    return Check(
-        finding,
-        cell,
-        claim,
-        _show(ours, wanted, o),
-        None if o is None else bool(predicate(o)),
-        _show(paper, wanted, p),
-        None if p is None else bool(predicate(p)),
-    )
-
-
-def _value_columns(paper: pd.DataFrame, table: int) -> list[str]:
-    """A result table's value columns ('SST2 acc', 'MNLI m', ...), without their sigma and epoch."""
-    columns = paper.column[paper.table == table]
-    return list(dict.fromkeys(c for c in columns if not c.endswith((" sigma", " epoch"))))
-
-
-def _f1(paper: pd.DataFrame, ours: Cells, paper_cells: Cells) -> list[Check]:
+def expand(check: Check, paper: pd.DataFrame) -> list[Check]:
+    """A template's checks, one per value of its placeholders among the paper's rows and columns."""
+    families = [r.split(" / ")[0] for r in paper.row[paper.table == 1]]
     checks = []
-    for column in [c for c in dict.fromkeys(paper.column[paper.table == 2]) if c.endswith(" sigma")]:
-        wanted = {"Xavier σ": (2, "GloVe / Xavier", column), "GloVe σ": (2, "GloVe / GloVe", column)}
-        checks.append(
-            _check(
-                "F1",
-                f"Table 2 {column.removesuffix(' sigma')}",
-                "GloVe's layer σ > Xavier's",
-                wanted,
-                lambda v: v["GloVe σ"] > v["Xavier σ"],
-                ours,
-                paper_cells,
-            )
+    for family in dict.fromkeys(f for f in families if f != "GloVe") if "{family}" in check.claim else [None]:
+        table, _, column = next(iter(check.terms))
+        pattern = re.compile(
+            re.escape(column).replace(re.escape("{col}"), "(.+)") + (" mean" if table in SEEDED else "")
         )
-    for column in _value_columns(paper, 1):
-        wanted = {name: (1, f"GloVe / {name}", column) for name in ("Xavier", "GloVe", "GloVe_Xavier")}
-        checks.append(
-            _check(
-                "F1",
-                f"Table 1 {column}",
-                "GloVe < Xavier and GloVe_Xavier > GloVe",
-                wanted,
-                lambda v: v["GloVe"] < v["Xavier"] and v["GloVe_Xavier"] > v["GloVe"],
-                ours,
-                paper_cells,
-            )
-        )
+        found = [m[1] for m in map(pattern.fullmatch, paper.column[paper.table == table]) if m and m.groups()]
+        for col in dict.fromkeys(found) if "{col}" in column else [None]:
+            fill = {"family": family, "col": col}
+            terms = {(t, r.format(**fill), c.format(**fill)): k for (t, r, c), k in check.terms.items()}
+            checks.append(check._replace(claim=check.claim.format(**fill), terms=terms))
     return checks
 
 
-def _f2(ours: Cells, paper_cells: Cells) -> list[Check]:
-    acc = "accuracy %"
-    checks = [
-        _check(
-            "F2",
-            "Table 4 GloVe & Pos. Enc.",
-            f"keeps ≥ {LITTLE_EFFECT:.0%} of GloVe's accuracy",
-            {"GloVe": (4, "GloVe", acc), "GloVe & Pos. Enc.": (4, "GloVe & Pos. Enc.", acc)},
-            lambda v: v["GloVe & Pos. Enc."] >= LITTLE_EFFECT * v["GloVe"],
-            ours,
-            paper_cells,
-        ),
-        _check(
-            "F2",
-            "Table 4 GloVe & Xavier-Std & Pos. Enc.",
-            f"keeps < {DESTROYED:.0%} of GloVe & Xavier-Std's",
-            {
-                "GloVe & Xavier-Std": (4, "GloVe & Xavier-Std", acc),
-                "GloVe & Xavier-Std & Pos. Enc.": (4, "GloVe & Xavier-Std & Pos. Enc.", acc),
-            },
-            lambda v: v["GloVe & Xavier-Std & Pos. Enc."] < DESTROYED * v["GloVe & Xavier-Std"],
-            ours,
-            paper_cells,
-        ),
-    ]
-    for trainable in ("no", "yes"):
-        checks.append(
-            _check(
-                "F2",
-                f"Table 3 {trainable}/no BLEU",
-                "without P, GloVe > Xavier",
-                {name: (3, name, f"{trainable}/no BLEU") for name in ("Xavier", "GloVe")},
-                lambda v: v["GloVe"] > v["Xavier"],
-                ours,
-                paper_cells,
+def seeds_to_decide(mean: float, sd: float, power: float = 0.8, alpha: float = 0.05, limit: int = 10_000):
+    """Seeds a paired t-test needs to find a difference of `mean` at paired σ `sd` with this power, two-sided at
+    this level (an estimate: it takes the observed values as the truth); None above `limit`."""
+    if not mean or not sd:
+        return None
+    effect = abs(mean) / sd
+    n = max(2, math.ceil(((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) / effect) ** 2))
+    while n <= limit:
+        critical = stats.t.ppf(1 - alpha / 2, n - 1)
+        nc = effect * math.sqrt(n)
+        if stats.nct.sf(critical, n - 1, nc) + stats.nct.cdf(-critical, n - 1, nc) >= power:
+            return n
+        n += 1
+    return None
+
+
+def _verdict(low: float, high: float, sign: int) -> str:
+    if low > 0 or high < 0:
+        return "holds" if (low > 0) == (sign > 0) else "contradicted"
+    return "undecided"
+
+
+def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.DataFrame) -> dict:
+    """The evidence and verdict of one expanded check: our difference (paired by seed on result tables), its 95%
+    t-interval, p, seeds and the seeds an undecided one would need; the paper's difference beside it."""
+    table = next(iter(check.terms))[0]
+    key = ["table", "row", "column"]
+    paper_cells = paper.set_index(key).value
+    paper_terms = {(t, r, c + (" mean" if t in SEEDED else "")): k for (t, r, c), k in check.terms.items()}
+    paper_diff = sum(k * paper_cells.get(cell, np.nan) for cell, k in paper_terms.items())
+    sign = check.sign or np.sign(paper_diff)
+    out = {"finding": check.finding, "claim": check.claim, "table": table, "column": next(iter(check.terms))[2],
+           "paper_diff": paper_diff, "diff": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "n_seeds": 0,
+           "seeds_needed": None, "verdict": "not measured here"}  # fmt: skip
+    if table in SEEDED:
+        wide = seeded.set_index(key + ["seed"]).value.unstack(key)
+        if not set(check.terms) <= set(wide.columns) or not sign:
+            return out
+        d = (wide[list(check.terms)] * list(check.terms.values())).sum(axis=1, min_count=len(check.terms)).dropna()
+        out.update(diff=d.mean(), n_seeds=len(d), verdict="undecided")
+        if len(d) >= 2:
+            sd = d.std(ddof=1)
+            low, high = stats.t.interval(0.95, len(d) - 1, d.mean(), sd / math.sqrt(len(d))) if sd else (d.mean(),) * 2
+            with warnings.catch_warnings():  # nearly equal differences make scipy warn; its p-value stands
+                warnings.simplefilter("ignore", RuntimeWarning)
+                p = stats.ttest_1samp(d, 0).pvalue if sd else float(d.mean() == 0)  # sd 0: the same Δ every seed
+            out.update(ci_low=low, ci_high=high, p=p, verdict=_verdict(low, high, sign))
+            if out["verdict"] == "undecided":
+                out["seeds_needed"] = seeds_to_decide(d.mean(), sd)
+        return out
+    values = ours.set_index(key).ours
+    if set(check.terms) <= set(values.index) and sign:
+        diff = sum(k * values[cell] for cell, k in check.terms.items())
+        out.update(diff=diff, verdict="holds" if sign * diff > 0 else "contradicted")
+    return out
+
+
+def findings(paper: pd.DataFrame, ours: pd.DataFrame, seeded: pd.DataFrame) -> pd.DataFrame:
+    """Every expanded check of CHECKS with its evidence and verdict."""
+    return pd.DataFrame([evaluate(c, seeded, ours, paper) for check in CHECKS for c in expand(check, paper)])
+
+
+# --- outputs --------------------------------------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    return f"{x:+.2f}" if abs(x) >= 0.1 else f"{x:+.2g}"
+
+
+def _evidence(r) -> str:
+    """'Δ -5.00 [-6.60, -3.40], p < 0.001, 5 seeds': our difference and its evidence, then the paper's difference."""
+    if r.n_seeds == 0:
+        ours = f"Δ {_num(r.diff)} (exact: not seeded)"
+    elif pd.isna(r.ci_low):
+        ours = f"Δ {_num(r.diff)}, {r.n_seeds} seed{'s' * (r.n_seeds > 1)}: no paired σ, no interval"
+    else:
+        p = "p < 0.001" if r.p < 0.001 else f"p = {r.p:.3f}"
+        ours = f"Δ {_num(r.diff)} [{_num(r.ci_low)}, {_num(r.ci_high)}], {p}, {r.n_seeds} seeds"
+        if r.verdict == "undecided":
+            ours += (
+                f"; an estimated {int(r.seeds_needed)} seeds would decide it (80% power, 5% level, at this Δ and "
+                "paired σ)"
+                if pd.notna(r.seeds_needed)
+                else "; more than 10,000 seeds would be needed at this Δ and paired σ"
             )
-        )
-        wanted = {f"{name} {pos}": (3, name, f"{trainable}/{pos} BLEU") for name in T3_ROWS for pos in ("no", "yes")}
-        checks.append(
-            _check(
-                "F2",
-                f"Table 3 {trainable}/no → {trainable}/yes BLEU",
-                "adding P gains GloVe less than Xavier and GloVe_Xavier",
-                wanted,
-                _gains_less,
-                ours,
-                paper_cells,
-            )
-        )
-    return checks
+    return f"Ours: {ours}. Paper: " + ("-" if pd.isna(r.paper_diff) else f"Δ {_num(r.paper_diff)}")
 
 
-def _gains_less(v: dict[str, float]) -> bool:
-    """BLEU gained by adding P ('<row> yes' - '<row> no'): smaller for GloVe than for Xavier and GloVe_Xavier."""
-    gain = {name: v[f"{name} yes"] - v[f"{name} no"] for name in T3_ROWS}
-    return gain["GloVe"] < gain["Xavier"] and gain["GloVe"] < gain["GloVe_Xavier"]
-
-
-def _signs(values: dict[str, float], pretrained: str) -> list[int]:
-    """Sign of pre-trained minus each other row; equal values (to rounding) count as 0."""
-    return [
-        0 if math.isclose(values[pretrained], v, rel_tol=1e-9) else int(np.sign(values[pretrained] - v))
-        for label, v in values.items()
-        if label != pretrained
-    ]
-
-
-def _ranking(values: dict[str, float] | None) -> str:
-    """'BERT 83.3 > BERT_Shuffled 81.8 > ...', '=' between equal values."""
-    if values is None:
-        return "-"
-    ranked = sorted(values.items(), key=lambda item: -item[1])
-    text = f"{ranked[0][0]} {_fmt(ranked[0][1])}"
-    for (_, before), (label, value) in zip(ranked, ranked[1:]):
-        text += f" {'=' if math.isclose(before, value, rel_tol=1e-9) else '>'} {label} {_fmt(value)}"
-    return text
-
-
-def _f3(paper: pd.DataFrame, ours: Cells, paper_cells: Cells) -> list[Check]:
-    families = dict.fromkeys(r.split(" / ")[0] for r in paper.row[paper.table == 1])
-    checks = []
-    for family in [f for f in families if f != "GloVe"]:
-        for column in _value_columns(paper, 1):
-            wanted = {
-                name: (1, f"{family} / {name}", column)
-                for name in (family, "Xavier", f"{family}_Xavier", f"{family}_Shuffled")
-            }
-            o, p = _values(ours, wanted), _values(paper_cells, wanted)
-            holds = None if o is None or p is None else _signs(o, family) == _signs(p, family)
-            checks.append(
-                Check(
-                    "F3",
-                    f"Table 1 {column}, {family} rows",
-                    f"{family} vs Xavier, {family}_Xavier, {family}_Shuffled as in the paper",
-                    _ranking(o),
-                    holds,
-                    _ranking(p),
-                    None,
-                )
-            )
-    return checks
-
-
-def findings(paper: pd.DataFrame, ours: pd.DataFrame) -> list[Check]:
-    """The checks of F1-F3 on our cells (`our_cells`), with the paper's cells (`read_paper_tables`) beside."""
-    our_lookup, paper_lookup = _lookup(ours, "ours"), _lookup(paper, "paper")
-    return _f1(paper, our_lookup, paper_lookup) + _f2(our_lookup, paper_lookup) + _f3(paper, our_lookup, paper_lookup)
-
-
-def verdict(checks: list[Check]) -> str:
-    """'holds' when every cell measured here holds, 'does not hold' when one does not, else 'not measured here'."""
-    measured = [c.holds for c in checks if c.holds is not None]
-    if not measured:
-        return "not measured here"
-    held = sum(measured)
-    return f"{'holds' if held == len(measured) else 'does not hold'} ({held} of {len(measured)} cells hold)"
-
-
-# --- outputs ---------------------------------------------------------------------------------------------------
-
-
-def _holds(value: bool | None) -> str:
-    return {True: "holds", False: "does not hold", None: "not measured here"}[value]
-
-
-def _findings_markdown(checks: list[Check]) -> str:
+def _findings_markdown(checks: pd.DataFrame) -> str:
     lines = [
         "## What holds\n",
-        "Each finding is checked cell by cell on our numbers; the paper's numbers are shown beside (with "
-        "the same check on them where the paper has every value). Values: mean (σ over seeds) where "
-        "there are seeds.\n",
+        "Each claim is a difference of cells (Δ). On Tables 1, 3 and 7 it is paired by seed and judged by its 95% "
+        "t-interval: **holds** or **contradicted** when the interval excludes zero on the claimed or the other "
+        "side, **undecided** when it contains zero or there are fewer than 2 seeds. On Tables 2 and 4 (not "
+        "seeded) Δ is exact. The paper's Δ, from its means, is shown beside.\n",
     ]
     for finding, statement in FINDINGS.items():
-        part = [c for c in checks if c.finding == finding]
-        lines.append(f"- **{finding}: {verdict(part)}.** {statement}.")
-        for c in part:
-            if c.holds is not None:
-                on_paper = "" if c.paper_holds is None else f" ({_holds(c.paper_holds)})"
-                lines.append(
-                    f"  - {c.cell}, {c.claim}: **{_holds(c.holds)}**. Ours: {c.ours}. Paper: {c.paper}{on_paper}."
-                )
-        missing = [c.cell for c in part if c.holds is None]
-        if missing:
-            lines.append(f"  - Not measured here: {'; '.join(missing)}.")
+        part = checks[checks.finding == finding]
+        counts = part.verdict.value_counts()
+        tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "contradicted", "undecided"))
+        tally = tally.replace("holds", "hold" if counts.get("holds", 0) != 1 else "holds")
+        lines.append(f"- **{finding}: {tally}** ({counts.get('not measured here', 0)} not measured here). {statement}.")
+        for r in part[part.verdict != "not measured here"].itertuples():
+            lines.append(f"  - Table {r.table} {r.column}, {r.claim}: **{r.verdict}**. {_evidence(r)}.")
     return "\n".join(lines) + "\n"
 
 
-def _tables_markdown(paper: pd.DataFrame, table: pd.DataFrame) -> str:
+def _cells_markdown(paper: pd.DataFrame, cells: pd.DataFrame) -> str:
     parts = []
-    for n, part in table.groupby("table", sort=True):
-        rows = [
-            [r.row, r.column, _fmt(r.paper), _fmt(r.ours), "" if pd.isna(r.n_seeds) else str(r.n_seeds)]
-            for r in part.itertuples()
-        ]
-        sources = [s for s in dict.fromkeys(part.source) if s]
-        note = (
-            "\nOur sources where they differ from the paper's: " + "; ".join(f"`{s}`" for s in sources) + "\n"
-            if sources
-            else ""
-        )
+    for n, part in cells.groupby("table"):
+        rows = [[r.row, r.column, f"{r.paper:.4g}", f"{r.ours:.4g}", "" if pd.isna(r.n_seeds) else str(r.n_seeds),
+                 r.vs_paper] for r in part.itertuples()]  # fmt: skip
+        sources = "; ".join(f"`{s}`" for s in dict.fromkeys(part.source.dropna()) if s)
         parts.append(
-            f"## Table {n}\n\n{len(part)} of the paper's {int((paper.table == n).sum())} numbers have "
-            f"ours beside them.\n\n" + markdown_table(["Row", "Column", "Paper", "Ours", "Seeds"], rows) + note
-        )
+            f"## Table {n}\n\n{len(part)} of the paper's {int((paper.table == n).sum())} numbers have ours beside "
+            "them.\n\n" + markdown_table(["Row", "Column", "Paper", "Ours", "Seeds", "vs paper"], rows)
+            + (f"\nOur sources: {sources}\n" if sources else "")
+        )  # fmt: skip
     return "\n".join(parts)
 
 
-def paper_comparison(table_csvs, paper_tables, csv_path, md_path) -> pd.DataFrame:
-    """paper_comparison.csv / .md: our tables (the `table<N>.csv` among `table_csvs`) beside the paper's numbers."""
-    paper = read_paper_tables(paper_tables)
-    ours, notes = our_cells(table_csvs)
-    table = compare(paper, ours)
-    names = ", ".join(p.name for _, p in sorted(_numbered(table_csvs).items())) or "none"
+def paper_comparison(table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_path) -> pd.DataFrame:
+    """paper_comparison.csv / .md: our tables (`table<N>.csv` among `table_csvs`) beside the paper's numbers, and
+    the findings judged on the runs of Tables 1, 3 and 7 (`runs`: their run sheet rows, column `output`)."""
+    paper = pd.read_csv(paper_csv)
+    found = {}
+    for path in map(Path, table_csvs):
+        if m := re.fullmatch(r"table(\d)\.csv", path.name):
+            if int(m[1]) in found:
+                raise ValueError(f"Table {m[1]} is given twice: {found[int(m[1])]} and {path}")
+            found[int(m[1])] = path
+    ours = pd.concat([table_cells(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in LAYOUT])
+    cells = compare(paper, ours)
+    checks = findings(paper, ours, seeded_cells(runs))
+    names = ", ".join(p.name for _, p in sorted(found.items())) or "none"
     md = (
-        f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_tables).name}) beside ours ({names}): {len(table)} "
-        "cells with both values. Column names: `sigma` = σ over seeds (Tables 1, 3, 7) or of the layer's entries "
-        "(Tables 2, 6, 8); `epoch` = mean best epoch; Table 3's `no/yes` = embedding trainable / position "
-        "encoding. Seeds: the seeds behind our value.\n\n"
-        + "".join(f"- {note}\n" for note in notes)
-        + ("\n" if notes else "")
-        + _findings_markdown(findings(paper, ours))
+        f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_csv).name}) beside ours ({names}): {len(cells)} cells "
+        "with both values, named as our tables' CSVs name them. Seeds: the seeds behind our value; vs paper: where "
+        "the paper's mean lies against the 95% t-interval of ours.\n\n"
+        + _findings_markdown(checks)
         + "\n"
-        + _tables_markdown(paper, table)
+        + _cells_markdown(paper, cells)
     )
-    write_csv_md(csv_path, md_path, table, md)
-    return table
+    write_csv_md(csv_path, md_path, cells, md)
+    return checks
