@@ -274,6 +274,24 @@ def _layers(run, side: str, n_tokens: int) -> dict[str, np.ndarray]:
     return layers
 
 
+def _table10_scores(runs: pd.DataFrame, side: str, tokens, questions, config: dict) -> pd.DataFrame:
+    """Per run, stage (before / after training) and representation (raw / model input): the 3CosAdd result."""
+    t4, rows = config["table4"], []
+    for run in runs.itertuples():
+        layers = _layers(run, side, len(tokens))
+        ctx = make_context(layers["before"].shape, t4["seed"], t4["pos_rows"], config["model"]["pos_base"])
+        rows += [
+            {"initializer": run.initializer, "label": run.label, "seed": run.seed, "stage": stage,
+             "representation": representation, "dim": layer.shape[1],
+             **analogy_accuracy(transform(layer, name, ctx), tokens, questions)}
+            for stage, layer in layers.items()
+            for representation, name in TABLE10_REPRESENTATIONS.items()
+        ]  # fmt: skip
+    scores = pd.DataFrame(rows)
+    scores["initializer"] = pd.Categorical(scores.initializer, list(dict.fromkeys(runs.initializer)))
+    return scores
+
+
 def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, csv_path, md_path) -> pd.DataFrame:
     """Table 10 (beyond the paper): Table 4's 3CosAdd accuracy on each trained model's embedding layer.
 
@@ -283,28 +301,15 @@ def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, cs
     x sqrt(D) + P, P drawn as Table 4 draws it (config `table4` seed and pos_rows, base `model.pos_base`). One CSV
     row per (initializer, stage before/after, representation): mean and std over seeds.
     """
-    t4, side = config["table4"], config["table10"]["side"]
-    block = runs.block.iloc[0]
+    t4, side, block = config["table4"], config["table10"]["side"], runs.block.iloc[0]
     source = config["blocks"][block]["sources"].get(side)
     if source is None:
         raise ValueError(f"table10: side {side} of block {block} has no embedding source")
     display = config["sources"][source]["display"]
     tokens = pd.read_parquet(tokens_parquet, columns=["token"]).token.tolist()
-    questions = load_questions(questions_path)
-    rows = []
-    for run in runs.itertuples():
-        layers = _layers(run, side, len(tokens))
-        ctx = make_context(layers["before"].shape, t4["seed"], t4["pos_rows"], config["model"]["pos_base"])
-        rows += [
-            {"initializer": run.initializer, "label": run.label, "seed": run.seed, "stage": stage,
-             "representation": representation, **analogy_accuracy(transform(layer, name, ctx), tokens, questions)}
-            for stage, layer in layers.items()
-            for representation, name in TABLE10_REPRESENTATIONS.items()
-        ]  # fmt: skip
-    per_run = pd.DataFrame(rows)
-    per_run["initializer"] = pd.Categorical(per_run.initializer, list(dict.fromkeys(runs.initializer)))
+    scores = _table10_scores(runs, side, tokens, load_questions(questions_path), config)
     table = (
-        per_run.groupby(["initializer", "label", "stage", "representation"], sort=False, observed=True)
+        scores.groupby(["initializer", "label", "stage", "representation"], sort=False, observed=True)
         .agg(
             accuracy_mean=("accuracy", "mean"),
             accuracy_std=("accuracy", "std"),
@@ -319,32 +324,31 @@ def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, cs
         {"block": block, "side": side, "source": source, "source_display": display}.items()
     ):
         table.insert(i, column, value)
-    wide = table.pivot_table(
-        index="label", columns=["representation", "stage"], values=["accuracy_mean", "accuracy_std"], sort=False
+    pct = table.assign(
+        cell=[format_mean_std(100 * m, 100 * s) for m, s in zip(table.accuracy_mean, table.accuracy_std)]
+    )
+    wide = pct.pivot_table(
+        index="label", columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
     )
     seeds = table.groupby("label", sort=False).n_seeds.first()
-    md_rows = [
-        [label, *(format_mean_std(100 * wide.loc[label, ("accuracy_mean", rep, stage)],
-                                  100 * wide.loc[label, ("accuracy_std", rep, stage)])
-                  for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES), str(n)]
-        for label, n in seeds.items()
-    ]  # fmt: skip
-    budget = ", ".join(f"{label} {n}" for label, n in seeds.items())
+    columns = [(rep, stage) for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES]
+    md_rows = [[label, *wide.loc[label, columns], str(n)] for label, n in seeds.items()]
     epochs = ", ".join(str(e) for e in sorted({read_final(f)["epochs"] for f in runs.final}))
     md = (
         f"# Table 10: word analogy before and after training\n\n"
         f"3CosAdd accuracy (%, mean (σ) over seeds) of the {side} embedding layer of {block} "
-        f"(N = {len(tokens):,}, D = {layers['before'].shape[1]}) before training (the layer the run started "
+        f"(N = {len(tokens):,}, D = {scores.dim.iloc[0]}) before training (the layer the run started "
         f"from) and after (the state the run reports: translation the lowest-validation-loss epoch, "
         f"classification the best-validation-accuracy epoch), over the {int(table.applicable.iloc[0]):,} of "
         f"{int(table.total.iloc[0]):,} questions whose four words are in the vocabulary. Source: {display} "
         f"({source}). Raw: the layer itself (Table 4's GloVe row); model input: x sqrt(D) + P, one random row of "
         f"P (base {config['model']['pos_base']}) per word drawn from the first {t4['pos_rows']:,} rows with seed "
-        f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {epochs} "
-        f"epochs; seeds per initializer: {budget} (variant {runs.variant.iloc[0]}).\n\n"
+        f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {epochs} epochs; seeds per initializer: "
+        + ", ".join(f"{label} {n}" for label, n in seeds.items())
+        + f" (variant {runs.variant.iloc[0]}).\n\n"
         + markdown_table(
             ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"], md_rows
-        )
+        )  # fmt: skip
     )
     write_csv_md(csv_path, md_path, table, md)
     return table

@@ -318,24 +318,23 @@ def _single(block: str, name: str, values: pd.Series):
 SIZES = ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size"]
 
 
+def _sizes(row: dict) -> dict:
+    """A run's Table 5 entries: its block's names, then the sizes and minutes its final.json reports."""
+    final = read_final(row["final"])
+    vocab = field(row["final"], final, "vocab_sizes")
+    return {
+        **{k: row[k] for k in ("block", "task", "family", "sources", "source_display")},
+        **{k: field(row["final"], final, k) for k in ("params", "epochs", "batch_size", "train_size")},
+        "vocab_encoder": vocab["encoder"],
+        "vocab_decoder": vocab.get("decoder"),
+        "train_minutes_per_epoch": field(row["final"], final, "train_minutes_per_epoch"),
+    }
+
+
 def table5(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
     """Table 5: per block the settings and sizes its runs report; minutes per epoch averaged over runs."""
-    records = []
-    for row in runs.to_dict("records"):
-        final = read_final(row["final"])
-        vocab = field(row["final"], final, "vocab_sizes")
-        records.append(
-            {
-                **{k: row[k] for k in ("block", "task", "family", "sources", "source_display")},
-                **{k: field(row["final"], final, k) for k in ("params", "epochs", "batch_size", "train_size")},
-                "vocab_encoder": vocab["encoder"],
-                "vocab_decoder": vocab.get("decoder"),
-                "train_minutes_per_epoch": field(row["final"], final, "train_minutes_per_epoch"),
-            }
-        )
-    frame = pd.DataFrame(records)
     table = []
-    for block, part in frame.groupby("block", sort=False):
+    for block, part in pd.DataFrame([_sizes(row) for row in runs.to_dict("records")]).groupby("block", sort=False):
         minutes = part.train_minutes_per_epoch
         table.append(
             {
