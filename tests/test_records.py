@@ -15,6 +15,7 @@ from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
 from embinit.config import load, seeds_of
+from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
 # records accumulate); results/offline-cpu's Table 3 uses only some seeds of its cells and has its own test.
@@ -101,6 +102,22 @@ def sacrebleu(ref, hyp, *options) -> float:
         check=True,
     )
     return float(out.stdout.strip())
+
+
+def test_every_record_is_of_the_current_training_code_or_its_readme_says_from_which_commit():
+    """A committed final.json's `training_code` is the digest of the code that would rebuild it today, or the README
+    of its result set (results/<set>/README.md) names that digest (its first 8 characters) beside the commit that
+    made it: a reader never takes an old record for the current code's."""
+    current, stale = code_digest(), {}
+    for final in RECORDS:
+        digest = json.loads(final.read_text())["training_code"]
+        readme = RESULTS / final.relative_to(RESULTS).parts[0] / "README.md"
+        if digest != current and not (readme.exists() and f"`{digest[:8]}`" in readme.read_text()):
+            stale.setdefault((str(readme.relative_to(REPO)), digest[:8]), []).append(str(final.relative_to(RESULTS)))
+    assert not stale, "records of earlier code that their README does not name:\n" + "\n".join(
+        f"{readme}: training_code {digest} ({len(finals)} records, e.g. {finals[0]})"
+        for (readme, digest), finals in stale.items()
+    )
 
 
 def test_committed_translation_runs_exist():
