@@ -1,0 +1,68 @@
+"""Each table's rule depends on exactly the runs it shows: a dry run of the committed offline tables' rules plans
+each with the final.json of the runs behind its rows (and the reference runs its Δ column pairs them with), no
+more: Table 1 does not wait for Table 7's Xavier_Pretrained runs, Table 3 not for the seeds it does not show."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_snakemake
+from test_dag import planned_jobs
+
+RESULTS = "results/offline-cpu"
+TABLES = ["table1", "table3", "table5", "table7", "table9", "table11"]
+
+
+@pytest.fixture(scope="module")
+def planned_inputs() -> dict[str, set[str]]:
+    """rule -> its planned inputs, from one dry run that rebuilds every committed offline table from its records."""
+    targets = [f"{RESULTS}/{t}.csv" for t in TABLES]
+    args = ["-n", "--cores", "1", "--configfile", "config/offline-cpu.yaml", "--forcerun", *TABLES]
+    proc = run_snakemake([*args, "--allowed-rules", *TABLES, "--", *targets])
+    jobs = [job.split("\t") for job in planned_jobs(proc.stdout)]
+    return {rule: set(inputs.split(", ")) for rule, _, inputs, *_ in jobs}
+
+
+def runs(block: str, initializer: str, variant: str, seeds: int) -> set[str]:
+    return {f"{RESULTS}/{block}/{initializer}/seed{k}/{variant}/final.json" for k in range(seeds)}
+
+
+def shown(table: str, reference: tuple[str, str] | None = None) -> set[str]:
+    """The runs behind a committed table's rows; with `reference` = (column, value), also the runs each row's
+    paired Δ compares with (Xavier of the same variant, or the base model of the same initializer)."""
+    rows = pd.read_csv(REPO / RESULTS / f"{table}.csv").drop_duplicates(["block", "initializer", "variant"])
+    expected = set()
+    for r in rows.itertuples():
+        expected |= runs(r.block, r.initializer, r.variant, r.n_seeds)
+        if reference and not pd.isna(r.diff_vs_xavier if reference[0] == "initializer" else r.diff_vs_base):
+            other = {"initializer": r.initializer, "variant": r.variant, reference[0]: reference[1]}
+            expected |= runs(r.block, other["initializer"], other["variant"], r.n_pairs)
+    return expected
+
+
+@pytest.mark.parametrize("table", ["table1", "table3", "table9"])
+def test_a_tables_inputs_are_the_runs_in_its_rows(planned_inputs, table):
+    assert planned_inputs[table] == shown(table)
+
+
+def test_table7_reads_its_control_and_the_xavier_runs_it_is_paired_with(planned_inputs):
+    assert planned_inputs["table7"] == shown("table7", ("initializer", "Xavier"))
+    assert not any("/Pretrained/" in path for path in planned_inputs["table7"])
+
+
+def test_table11_reads_each_coupling_and_the_untied_runs_it_is_paired_with(planned_inputs):
+    assert planned_inputs["table11"] == shown("table11", ("variant", "base"))
+
+
+def test_table1_does_not_wait_for_table7s_control(planned_inputs):
+    assert not any("/Xavier_Pretrained/" in path for path in planned_inputs["table1"])
+
+
+def test_table5_reads_the_base_runs_it_counts(planned_inputs):
+    table = pd.read_csv(REPO / RESULTS / "table5.csv")
+    inputs = planned_inputs["table5"]
+    assert all(path.endswith("/base/final.json") for path in inputs)
+    for row in table.itertuples():
+        assert sum(f"/{row.block}/" in path for path in inputs) == row.n_runs, row.block
+    assert {path.split("/")[2] for path in inputs} == set(table.block)
