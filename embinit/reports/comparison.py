@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from embinit.reports.format import markdown_table, write_csv_md
-from embinit.reports.tables import per_seed, result_metrics, table3_metrics
+from embinit.reports.tables import paired_difference, per_seed, result_metrics, table3_metrics
 
 RESULT_STATS = ["mean", "std", "mean_best_epoch"]
 LAYOUT = {  # table -> (row keys, column keys, statistics) of its CSV: how its cells are named
@@ -205,16 +204,13 @@ def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.D
         if not set(check.terms) <= set(wide.columns) or not sign:
             return out
         d = (wide[list(check.terms)] * list(check.terms.values())).sum(axis=1, min_count=len(check.terms)).dropna()
-        out.update(diff=d.mean(), n_seeds=len(d), verdict="undecided")
+        paired = paired_difference(d)
+        out.update(diff=paired["diff"], n_seeds=len(d), p=paired["p_paired_t"], verdict="undecided")
+        out.update(ci_low=paired["ci_low"], ci_high=paired["ci_high"])
         if len(d) >= 2:
-            sd = d.std(ddof=1)
-            low, high = stats.t.interval(0.95, len(d) - 1, d.mean(), sd / math.sqrt(len(d))) if sd else (d.mean(),) * 2
-            with warnings.catch_warnings():  # nearly equal differences make scipy warn; its p-value stands
-                warnings.simplefilter("ignore", RuntimeWarning)
-                p = stats.ttest_1samp(d, 0).pvalue if sd else float(d.mean() == 0)  # sd 0: the same Δ every seed
-            out.update(ci_low=low, ci_high=high, p=p, verdict=_verdict(low, high, sign))
+            out["verdict"] = _verdict(paired["ci_low"], paired["ci_high"], sign)
             if out["verdict"] == "undecided":
-                out["seeds_needed"] = seeds_to_decide(d.mean(), sd)
+                out["seeds_needed"] = seeds_to_decide(d.mean(), d.std(ddof=1))
         return out
     values = ours.set_index(key).ours
     if set(check.terms) <= set(values.index) and sign:
@@ -232,7 +228,7 @@ def findings(paper: pd.DataFrame, ours: pd.DataFrame, seeded: pd.DataFrame) -> p
 
 
 def _num(x: float) -> str:
-    return f"{x:+.2f}" if abs(x) >= 0.1 else f"{x:+.2g}"
+    return f"{x:+.2f}" if abs(x) >= 0.1 or abs(x) < 1e-9 else f"{x:+.2g}"  # float noise reads as 0.00
 
 
 def _evidence(r) -> str:

@@ -34,25 +34,28 @@ def field(path, run: dict, key: str):
         raise KeyError(f"{path}: final.json has no key {key!r}") from None
 
 
-def compare_to_xavier(values: pd.Series, xavier: pd.Series, n_boot: int = 10_000, seed: int = 0) -> dict:
-    """Paired (by seed) difference to Xavier: mean, paired t-test p-value and percentile bootstrap 95% CI.
-
-    Both series are indexed by seed. The CI is scipy's percentile bootstrap of the mean of the per-seed
-    differences (seeds resampled as pairs, `n_boot` resamples) with an RNG seeded by `seed`, so it is
-    deterministic. With fewer than 2 pairs only the mean difference is defined.
-    """
-    pairs = pd.concat([values, xavier], axis=1, join="inner").dropna()
-    d = (pairs.iloc[:, 0] - pairs.iloc[:, 1]).to_numpy(dtype=np.float64)
-    out = {"diff_vs_xavier": d.mean() if len(d) else np.nan, "n_pairs": len(d)}
-    out.update(p_paired_t=np.nan, ci_low=np.nan, ci_high=np.nan)
+def paired_difference(d) -> dict:
+    """The mean of per-seed differences `d` with its paired t-test p-value and 95% t-interval (degenerate when
+    every seed differs by the same amount; undefined below 2 pairs). The same interval judges the findings
+    (embinit.reports.comparison), so a Δ cell and a verdict never disagree."""
+    d = np.asarray(d, dtype=np.float64)
+    out = {"diff": d.mean() if len(d) else np.nan, "n_pairs": len(d), "p_paired_t": np.nan}
+    out.update(ci_low=np.nan, ci_high=np.nan)
     if len(d) >= 2:
         with warnings.catch_warnings():  # constant differences make scipy warn; its p-value (0 or NaN) stands
             warnings.simplefilter("ignore", RuntimeWarning)
-            out["p_paired_t"] = float(stats.ttest_rel(pairs.iloc[:, 0], pairs.iloc[:, 1]).pvalue)
-        rng = np.random.default_rng(seed)
-        ci = stats.bootstrap((d,), np.mean, n_resamples=n_boot, method="percentile", rng=rng).confidence_interval
-        out["ci_low"], out["ci_high"] = float(ci.low), float(ci.high)
+            out["p_paired_t"] = float(stats.ttest_1samp(d, 0).pvalue)
+        half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+        out["ci_low"], out["ci_high"] = d.mean() - half, d.mean() + half
     return out
+
+
+def compare_to_xavier(values: pd.Series, xavier: pd.Series) -> dict:
+    """Paired (by seed) difference to Xavier (both series indexed by seed): `paired_difference` of the seeds both
+    have, as columns diff_vs_xavier, n_pairs, p_paired_t, ci_low, ci_high."""
+    pairs = pd.concat([values, xavier], axis=1, join="inner").dropna()
+    out = paired_difference(pairs.iloc[:, 0] - pairs.iloc[:, 1])
+    return {"diff_vs_xavier": out.pop("diff"), **out}
 
 
 def _percent(path, value: float) -> float:
@@ -96,7 +99,7 @@ def per_seed(runs: pd.DataFrame, metrics=result_metrics) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*runs.columns, "metric", "value", "best_epoch"])
 
 
-def summarize(long: pd.DataFrame, n_boot: int = 10_000, boot_seed: int = 0, versus=("initializer", "Xavier")):
+def summarize(long: pd.DataFrame, versus=("initializer", "Xavier")):
     """Per block, variant, initializer and metric: mean, std, n_seeds, mean best epoch, and the paired comparison
     to the reference `versus` = (column, value) of the same block and metric: by default Xavier of the same
     variant (columns `diff_vs_xavier`, ...); ("variant", "base") compares each variant with the base model of
@@ -110,7 +113,7 @@ def summarize(long: pd.DataFrame, n_boot: int = 10_000, boot_seed: int = 0, vers
         first, values = group.iloc[0], group.set_index("seed")["value"]
         same = (long.block == first.block) & (long.metric == first.metric) & (long[other] == first[other])
         base = long[same & (long[column] == reference)].set_index("seed")["value"]
-        comparison = compare_to_xavier(values, base if first[column] != reference else base.iloc[:0], n_boot, boot_seed)
+        comparison = compare_to_xavier(values, base if first[column] != reference else base.iloc[:0])
         if versus != ("initializer", "Xavier"):
             comparison[f"diff_vs_{reference.lower()}"] = comparison.pop("diff_vs_xavier")
         rows.append(
@@ -139,7 +142,7 @@ def _sources_note(summary: pd.DataFrame) -> str:
 
 
 def paired_cell(c, diff: float) -> str:
-    """'+1.2 [-0.3, +2.8] p=0.041': the paired difference, its bootstrap CI and t-test p; '-' without pairs."""
+    """'+1.2 [-0.3, +2.8] p=0.041': the paired difference, its 95% t-interval and t-test p; '-' without pairs."""
     if pd.isna(diff):
         return "-"
     ci = "" if pd.isna(c.ci_low) else f" [{c.ci_low:+.1f}, {c.ci_high:+.1f}]"
@@ -193,18 +196,18 @@ def _result_markdown(summary: pd.DataFrame, title: str) -> str:
         f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
         + _grid_markdown(summary, lambda c: format_mean_std(c.mean, c.std), " (σ)", epoch=True)
         + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
-        "mean [bootstrap 95% CI], paired t-test p.\n\n"
+        "mean [95% t-interval], paired t-test p.\n\n"
         + _grid_markdown(summary, lambda c: paired_cell(c, c.diff_vs_xavier), " Δ", epoch=False)
         + "\n"
         + _sources_note(summary)
     )
 
 
-def result_table(runs: pd.DataFrame, csv_path, md_path, title: str, references=(), n_boot=10_000, boot_seed=0):
+def result_table(runs: pd.DataFrame, csv_path, md_path, title: str, references=()):
     """Table 1 (or Table 7, the Xavier_Pretrained control, in its layout): per block and initializer its metrics
     over seeds and the paired difference to Xavier. `references` are initializers whose runs serve only as the
     reference, not as rows (Table 7 lists the control alone)."""
-    summary = summarize(per_seed(runs), n_boot, boot_seed)
+    summary = summarize(per_seed(runs))
     summary = summary[~summary.initializer.isin(references)].reset_index(drop=True)
     write_csv_md(csv_path, md_path, summary, _result_markdown(summary, title))
     return summary
@@ -214,10 +217,10 @@ def _trainable(value) -> str:
     return {True: "yes", False: "no"}.get(value, f"{value} only")
 
 
-def table3(runs: pd.DataFrame, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0) -> pd.DataFrame:
+def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
     """Table 3: initializers x variants (embedding trainable x position encoding), lowest validation loss and
     test BLEU."""
-    summary = summarize(per_seed(runs, table3_metrics), n_boot, boot_seed)
+    summary = summarize(per_seed(runs, table3_metrics))
     switches = runs.drop_duplicates("variant").set_index("variant")
     summary.insert(4, "embedding_trainable", summary.variant.map(switches.embedding_trainable))
     summary.insert(5, "pos_encoding", summary.variant.map(switches.pos_encoding != "none"))
@@ -266,13 +269,13 @@ CROSSED = {  # Tables 9 and 11: the switch whose values are the row groups, the 
 }
 
 
-def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path, n_boot: int = 10_000, boot_seed: int = 0):
+def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path):
     """Table 9 (does a pre-trained layer still lose once the position encoding no longer adds to the embedding?)
     or Table 11 (the translator's output projection untied, tied or initialized from the decoder's layer): a row
     per variant x initializer, per block its main metric and the paired Δ against the reference of CROSSED."""
     title, switch, setting, versus, why = CROSSED[name]
     runs = runs.sort_values("variant", key=_first_seen, kind="stable")  # rows grouped by variant, as printed
-    summary = summarize(per_seed(runs), n_boot, boot_seed, versus)
+    summary = summarize(per_seed(runs), versus)
     summary.insert(4, switch, summary.variant.map(runs.drop_duplicates("variant").set_index("variant")[switch]))
     diff = "diff_vs_xavier" if versus[0] == "initializer" else "diff_vs_base"
     blocks = list(dict.fromkeys(runs.block))
@@ -293,7 +296,7 @@ def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path, n_boot: int 
         rows.append(row)
     md = (
         f"# {title}\n\n{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired "
-        "difference (by seed) with its bootstrap 95% CI and paired t-test p.\n\n"
+        "difference (by seed) with its 95% t-interval and paired t-test p.\n\n"
         + markdown_table(header, rows)
         + "\n"
         + _sources_note(summary)
