@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import typing
 from pathlib import Path
+from typing import Iterator
 
 import jsonschema
 import yaml
@@ -37,32 +38,88 @@ def load(path) -> dict:
     return data
 
 
+def _violations(schema: dict, instance, prefix: str = "") -> list[str]:
+    """One line per way `instance` breaks `schema`: the config key, the value and what is allowed."""
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: e.json_path)
+    return [f"config key {(prefix + e.json_path[1:]).lstrip('.') or '(top level)'}: {e.message}" for e in errors]
+
+
 def validate(config: dict, schema_path, files) -> None:
     """Raise ConfigError with one line per schema violation: its key, and the value and what is allowed.
 
     Snakemake's `validate` reports only the first violation and prints the schema below it, which for a
     top-level key is the whole schema. `files` are the config files merged into `config`, named in the error.
     """
-    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: e.json_path)
-    if errors:
-        lines = [f"config key {e.json_path[2:] or '(top level)'}: {e.message}" for e in errors]
+    lines = _violations(yaml.safe_load(Path(schema_path).read_text(encoding="utf-8")), config)
+    if lines:
         raise ConfigError(
             f"the config from {', '.join(map(str, files))} does not match {schema_path}:\n" + "\n".join(lines)
         )
 
 
+def params_schema(fn, skip: int = 3) -> dict:
+    """The schema of a registry entry's keyword parameters (after its first `skip`: an initializer's `pretrained,
+    shape, rng`, a missing-row policy's `ctx`), read from its signature: each annotated type (`int`, `float`,
+    `str`, `bool`), `Literal[...]` values and `Annotated[..., AtLeast(x)]` bound. Derived here because an
+    extension's entry is known only once its file is loaded; checked by the same validator as the config file."""
+    from embinit.layers.initializers import AtLeast
+
+    hints, properties = typing.get_type_hints(fn, include_extras=True), {}
+    for name in list(inspect.signature(fn).parameters)[skip:]:
+        hint, rule = hints.get(name), {}
+        if typing.get_origin(hint) is typing.Annotated:
+            hint, *extras = typing.get_args(hint)
+            rule |= {"minimum": x.value for x in extras if isinstance(x, AtLeast)}
+        if typing.get_origin(hint) is typing.Literal:
+            rule["enum"] = list(typing.get_args(hint))
+        elif hint in JSON_TYPES:
+            rule["type"] = JSON_TYPES[hint]
+        properties[name] = rule
+    return {"type": "object", "properties": properties}
+
+
+JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
+
+
+def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str, object, object]]:
+    """Every name the config uses to refer to something defined elsewhere, as (key, name, what it must be in):
+    blocks, tasks, sources, variants, remotes, and the registries' initializers, missing-row policies and
+    position encodings."""
+    inits, policies, blocks = registries["initializer"], registries["missing-row policy"], config["blocks"]
+    lists = [("initializers", config["initializers"], inits), ("run_blocks", config["run_blocks"], blocks)]
+    lists += [(f"blocks.{n}.initializers", b.get("initializers", []), inits) for n, b in blocks.items()]
+    parts = {"blocks": blocks, "initializers": inits, "variants": config["variants"]}
+    for key in ("table3", "figure1", "table9", "table10", "table11", "figure2"):  # the outputs that name runs
+        lists += [(f"{key}.{part}", config[key].get(part, []), allowed) for part, allowed in parts.items()]
+    for key, names, allowed in lists:
+        yield from ((f"{key}[{i}]", name, allowed) for i, name in enumerate(names))
+    yield from ((f"initializer_params.{n}", n, inits) for n in config["initializer_params"])
+    yield "embeddings.missing", config["embeddings"]["missing"], policies
+    yield from ((f"embeddings.missing_params.{n}", n, policies) for n in config["embeddings"]["missing_params"])
+    for name, variant in config["variants"].items():
+        yield f"variants.{name}.pos_encoding", variant["pos_encoding"], registries["position encoding"]
+    for section in ("tasks", "sources"):
+        for name, entry in config[section].items():
+            yield from ((f"{section}.{name}.files.{r}", path, config["remotes"]) for r, path in entry["files"].items())
+    for name, block in blocks.items():
+        yield f"blocks.{name}.task", block["task"], config["tasks"]
+        yield from (
+            (f"blocks.{name}.sources.{side}", s, config["sources"]) for side, s in block["sources"].items() if s
+        )
+    yield from ((f"{key}.block", config[key]["block"], blocks) for key in ("table3", "table4", "table6", "table10"))
+    yield "table4.questions", config["table4"]["questions"], config["remotes"]
+    yield from ((f"figure1.seeds.{n}", n, blocks) for n in config["figure1"].get("seeds", {}))
+
+
 def check(config: dict) -> None:
-    """Raise ConfigError naming the key if a name does not refer to something defined, or a value does not fit
-    where it is used.
+    """Raise ConfigError naming the key where the config's parts do not fit each other, which its schema cannot
+    express: a name that refers to nothing defined, a registry entry's parameters, a block's sources, what a table
+    needs of its block, attention heads against D.
 
     The `extensions` files are loaded first (embinit.extensions.load), so the names they register are allowed.
     """
-    from embinit.extensions import ExtensionError, load as load_extensions
-    from embinit.layers.pretrained import MISSING_POLICIES
-    from embinit.layers.initializers import INITIALIZERS as REGISTRY
-    from embinit.models.position import POSITION_ENCODINGS
+    from embinit.extensions import ExtensionError, load as load_extensions, registries
 
     for i, path in enumerate(config.get("extensions") or []):
         try:
@@ -71,89 +128,23 @@ def check(config: dict) -> None:
             raise ConfigError(f"config key extensions[{i}]: {e}") from None
     if config["mirror"] is not None and not Path(config["mirror"]).is_dir():
         raise ConfigError(f"config key mirror: directory {config['mirror']!r} does not exist")
-    for i, name in enumerate(config["initializers"]):
-        _require(name, REGISTRY, f"initializers[{i}]")
-    for name, params in config["initializer_params"].items():
-        _require(name, REGISTRY, f"initializer_params.{name}")
-        _check_params(REGISTRY[name], params, f"initializer_params.{name}")
-    _require(config["embeddings"]["missing"], MISSING_POLICIES, "embeddings.missing")
-    for name, params in config["embeddings"]["missing_params"].items():  # by policy, as initializer_params
-        _require(name, MISSING_POLICIES, f"embeddings.missing_params.{name}")
-        _check_params(MISSING_POLICIES[name], params, f"embeddings.missing_params.{name}", skip=1)
-    for name, variant in config["variants"].items():
-        _require(variant["pos_encoding"], POSITION_ENCODINGS, f"variants.{name}.pos_encoding")
-    for i, block in enumerate(config["run_blocks"]):
-        _require(block, config["blocks"], f"run_blocks[{i}]")
-    for name, task in config["tasks"].items():
-        if task["kind"] == "classification" and "num_classes" not in task:
-            raise ConfigError(f"config key tasks.{name}.num_classes: required for a classification task")
-        for role, relpath in task["files"].items():
-            _require(relpath, config["remotes"], f"tasks.{name}.files.{role}")
-    for name, source in config["sources"].items():
-        for role, relpath in source["files"].items():
-            _require(relpath, config["remotes"], f"sources.{name}.files.{role}")
-    for name, block in config["blocks"].items():
-        _check_block(config, name, block)
-    for key in ("table3", "table4", "table6"):
-        _require(config[key]["block"], config["blocks"], f"{key}.block")
-    for i, name in enumerate(config["table3"]["variants"]):
-        _require(name, config["variants"], f"table3.variants[{i}]")
-    for i, name in enumerate(config["table3"]["initializers"]):
-        _require(name, REGISTRY, f"table3.initializers[{i}]")
-    for i, name in enumerate(config["figure1"]["blocks"]):
-        _require(name, config["blocks"], f"figure1.blocks[{i}]")
-    for name in config["figure1"].get("seeds", {}):  # a block not in the figure is allowed: an overlay such as
-        _require(name, config["blocks"], f"figure1.seeds.{name}")  # offline-cpu.yaml cannot delete keys
-    _require(config["table4"]["questions"], config["remotes"], "table4.questions")
-    _check_beyond(config, REGISTRY)
+    for key, name, allowed in references(config, registries()):
+        _require(name, allowed, key)
+    with_params = [
+        ("initializer_params", config["initializer_params"], registries()["initializer"], 3),
+        ("embeddings.missing_params", config["embeddings"]["missing_params"], registries()["missing-row policy"], 1),
+    ]
+    for section, by_name, registry, skip in with_params:
+        for name, params in by_name.items():
+            key, accepted = f"{section}.{name}", list(inspect.signature(registry[name]).parameters)[skip:]
+            for param in params:
+                _require(param, accepted, f"{key}.{param}")
+            if lines := _violations(params_schema(registry[name], skip), params, key):
+                raise ConfigError("\n".join(lines))
+    for name in config["blocks"]:
+        _check_block(config, name)
     _check_outputs(config)
     _check_heads(config)
-
-
-def _check_params(fn, params: dict, key: str, skip: int = 3) -> None:
-    """Each parameter must be one the function takes (after its first `skip`: an initializer's `pretrained, shape,
-    rng`, a missing-row policy's `ctx`), of its annotated type (`int`, `float`, `str`, `bool`), with a value its
-    `Literal[...]` annotation allows when it has one, and no less than an `Annotated[..., AtLeast(x)]` bound."""
-    from embinit.layers.initializers import AtLeast
-
-    accepted = list(inspect.signature(fn).parameters)[skip:]
-    hints = typing.get_type_hints(fn, include_extras=True)
-    for name, value in params.items():
-        _require(name, accepted, f"{key}.{name}")
-        hint, bounds = hints.get(name), []
-        if typing.get_origin(hint) is typing.Annotated:
-            hint, *extras = typing.get_args(hint)
-            bounds = [x.value for x in extras if isinstance(x, AtLeast)]
-        if typing.get_origin(hint) is typing.Literal:
-            _require(value, typing.get_args(hint), f"{key}.{name}")
-        elif hint in _TYPES and not _TYPES[hint](value):
-            raise ConfigError(f"config key {key}.{name}: {value!r} is not {_TYPE_NAMES[hint]}")
-        for bound in bounds:
-            if not _TYPES[float](value) or value < bound:
-                raise ConfigError(f"config key {key}.{name}: {value!r} is less than the minimum {bound}")
-
-
-_TYPES = {
-    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    str: lambda v: isinstance(v, str),
-    bool: lambda v: isinstance(v, bool),
-}
-_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-
-
-def _check_beyond(config: dict, initializers: dict) -> None:
-    """Tables 9-11 and Figure 2 (beyond the paper) name blocks, initializers and variants that exist."""
-    for key in ("table9", "table11", "figure2"):
-        for i, name in enumerate(config[key]["blocks"]):
-            _require(name, config["blocks"], f"{key}.blocks[{i}]")
-    _require(config["table10"]["block"], config["blocks"], "table10.block")
-    for key in ("table9", "table10", "table11", "figure2"):
-        for i, name in enumerate(config[key]["initializers"]):
-            _require(name, initializers, f"{key}.initializers[{i}]")
-    for key in ("table9", "table11"):
-        for i, name in enumerate(config[key]["variants"]):
-            _require(name, config["variants"], f"{key}.variants[{i}]")
 
 
 def _check_outputs(config: dict) -> None:
@@ -182,6 +173,8 @@ def _check_outputs(config: dict) -> None:
 
 def _check_heads(config: dict) -> None:
     """Attention splits d_model = D into equal heads; otherwise the first training job would fail."""
+    from embinit.runsheet import trained_blocks
+
     for name in trained_blocks(config):
         dim = dim_of(config, name)
         heads = heads_for(config["model"], dim)
@@ -193,11 +186,9 @@ def _check_heads(config: dict) -> None:
             )
 
 
-def _check_block(config: dict, name: str, block: dict) -> None:
-    from embinit.layers.initializers import INITIALIZERS as REGISTRY
-
-    _require(block["task"], config["tasks"], f"blocks.{name}.task")
-    sides = sides_of(config, name)
+def _check_block(config: dict, name: str) -> None:
+    """A block has exactly its task's sides, one dimension, and a sub-word source only alone."""
+    block, sides = config["blocks"][name], sides_of(config, name)
     if set(block["sources"]) != set(sides):
         raise ConfigError(
             f"config key blocks.{name}.sources: a {config['tasks'][block['task']]['kind']} task "
@@ -206,9 +197,6 @@ def _check_block(config: dict, name: str, block: dict) -> None:
     used = [s for s in block["sources"].values() if s is not None]
     if not used and "dim" not in block:
         raise ConfigError(f"config key blocks.{name}: a block with no pre-trained source needs `dim` (its D)")
-    for side, source in block["sources"].items():
-        if source is not None:
-            _require(source, config["sources"], f"blocks.{name}.sources.{side}")
     dims = {config["sources"][s]["dim"] for s in used} | ({block["dim"]} if "dim" in block else set())
     if len(dims) > 1:
         raise ConfigError(
@@ -217,8 +205,6 @@ def _check_block(config: dict, name: str, block: dict) -> None:
     subword = {s for s in used if config["sources"][s]["level"] == "subword"}
     if subword and (len(subword) > 1 or len(subword) != len(set(used))):
         raise ConfigError(f"config key blocks.{name}.sources: a sub-word source must be the only source of its block")
-    for i, init in enumerate(block.get("initializers", [])):
-        _require(init, REGISTRY, f"blocks.{name}.initializers[{i}]")
 
 
 def sides_of(config: dict, block: str) -> list[str]:
@@ -248,14 +234,6 @@ def lr_of(config: dict, block: str) -> float:
     may need its own rate to converge in the epochs it is given."""
     block_cfg = config["blocks"][block]
     return block_cfg.get("lr", config["tasks"][block_cfg["task"]]["lr"])
-
-
-def trained_blocks(config: dict) -> list[str]:
-    """Blocks whose models train: run_blocks and the blocks of Tables 3, 9, 10, 11 and Figures 1, 2 (which train
-    their own runs, in run_blocks or not)."""
-    named = [*config["run_blocks"], config["table3"]["block"], *config["figure1"]["blocks"], config["table10"]["block"]]
-    named += [*config["table9"]["blocks"], *config["table11"]["blocks"], *config["figure2"]["blocks"]]
-    return list(dict.fromkeys(named))
 
 
 def _heads_by_dim(model_cfg: dict) -> dict[int, int]:

@@ -119,6 +119,7 @@ def run_sheet(config: dict, paths: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS + list(paths))
 
 
-def trained_blocks(sheet: pd.DataFrame) -> list[str]:
-    """Blocks with a run in the sheet, in its order."""
-    return list(dict.fromkeys(sheet.block))
+def trained_blocks(config: dict) -> list[str]:
+    """Blocks whose models train: those of every output's selection, in order (Tables 3, 9-11 and the figures train
+    their own runs, in run_blocks or not)."""
+    return list(dict.fromkeys(block for sel in selections(config) for block in sel["blocks"]))

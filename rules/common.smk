@@ -8,8 +8,10 @@ from embinit.config import dim_of, initializers_of, lr_of, seeds_of, sides_of, t
 from embinit.data.fetch import FetchSettings
 from embinit.data.prepare import splits_of
 from embinit.data.vocab import SPLIT_LAYOUT
-from embinit.extensions import fingerprint as extensions_fingerprint
+from embinit.extensions import ExtensionFiles, code_fingerprint
 from embinit.layers.initializers import INITIALIZERS, fingerprint, reads_pretrained
+from embinit.layers.pretrained import MISSING_POLICIES
+from embinit.models.position import POSITION_ENCODINGS
 from embinit.runsheet import run_sheet
 from embinit.training import Placement
 
@@ -20,8 +22,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.en
 PIPELINE_ENV = "../envs/pipeline.yaml"
 DATA = config["data_dir"]
 RES = config["results_dir"]
-EXTENSIONS = config["extensions"]  # loaded by embinit.config.check; jobs load them again (params.extensions)
-EXTENSIONS_FINGERPRINT = extensions_fingerprint(EXTENSIONS)  # their content: a change reruns what uses them
+# Loaded by embinit.config.check; jobs load them again. A job's rerun trigger holds the code of the registry entry it
+# uses (code_fingerprint), never the files themselves: adding or editing a file reruns only what uses what changed.
+EXTENSIONS = ExtensionFiles(tuple(config["extensions"]))
+MISSING_CODE = code_fingerprint(MISSING_POLICIES[config["embeddings"]["missing"]])
 
 # Artifact paths; {braces} are wildcards. Data stage (under data_dir):
 RAW = f"{DATA}/raw/{{relpath}}"
@@ -180,7 +184,7 @@ def train_spec(wc):
         "num_classes": task.get("num_classes"),
         "tokenizer": tokenizer_of(config, wc.block),
         "languages": task["languages"],
-        "extensions": EXTENSIONS_FINGERPRINT,
+        "position_code": code_fingerprint(POSITION_ENCODINGS[config["variants"][wc.variant]["pos_encoding"]]),
         "run": {
             "block": wc.block,
             "task": task_of(wc.block),
@@ -200,10 +204,16 @@ def output_path(name):
 
 
 def report_config(*sections):
-    """The config sections a report script reads: the names every report uses, and `sections` (e.g. "table3");
-    a change in them rebuilds the report."""
-    keys = ("blocks", "sources", "initializers", "variants", "tasks", "model", *sections)
-    return {k: config[k] for k in keys}
+    """The config an analogy report reads: `sections` (e.g. "table4"), model, and the sources of the blocks the
+    sections name, so a change there rebuilds it and an initializer or block added elsewhere does not."""
+    blocks = {config[s]["block"] for s in sections}
+    sources = {src for b in blocks for src in config["blocks"][b]["sources"].values() if src}
+    return {
+        **{s: config[s] for s in sections},
+        "model": config["model"],
+        "blocks": {b: {"sources": config["blocks"][b]["sources"]} for b in sorted(blocks)},
+        "sources": {src: config["sources"][src] for src in sorted(sources)},
+    }
 
 
 def stats_entries(blocks, initializers):

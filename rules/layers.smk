@@ -21,8 +21,8 @@ rule extract_embeddings:
         missing=config["embeddings"]["missing"],
         missing_params=config["embeddings"]["missing_params"].get(config["embeddings"]["missing"], {}),
         missing_seed=config["embeddings"]["missing_seed"],
+        missing_code=MISSING_CODE,
         extensions=EXTENSIONS,
-        extensions_fingerprint=EXTENSIONS_FINGERPRINT,
     script:
         "../workflow_scripts/extract_embeddings.py"
 

@@ -4,7 +4,8 @@ import pytest
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.config import ConfigError, check, heads_for, load, lr_of, trained_blocks, valid_bleu_of, validate
+from embinit.config import ConfigError, check, heads_for, load, lr_of, valid_bleu_of, validate
+from embinit.runsheet import trained_blocks
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
@@ -111,7 +112,7 @@ def test_heads_for_uses_heads_by_dim_first():
     [
         (
             {"Pretrained_Shuffled": {"mode": "columns"}},
-            "config key initializer_params.Pretrained_Shuffled.mode: unknown name 'columns'; allowed: elements, rows_columns",
+            "config key initializer_params.Pretrained_Shuffled.mode: 'columns' is not one of ['rows_columns', 'elements']",
         ),
         (
             {"Pretrained_Shuffled": {"mdoe": "elements"}},
@@ -224,23 +225,38 @@ def test_extensions_are_loaded_first_and_their_errors_name_the_key(tmp_path):
     assert "Copy_Ext" not in INITIALIZERS
 
 
-def test_parameter_types_and_bounds_are_checked():
-    from typing import Annotated
+def test_parameter_types_and_bounds_are_checked_by_a_schema_of_the_signature():
+    from typing import Annotated, Literal
 
-    from embinit.config import _check_params
+    from embinit.config import _violations, params_schema
     from embinit.layers.initializers import AtLeast
 
-    def fn(pretrained, shape, rng, k: Annotated[int, AtLeast(1)] = 1, x: float = 0.5, on: bool = True, s: str = ""):
+    def fn(pretrained, shape, rng, k: Annotated[int, AtLeast(1)] = 1, x: float = 0.5, on: bool = True, s: str = "",
+           mode: Literal["a", "b"] = "a"):  # fmt: skip
         pass
 
-    _check_params(fn, {"k": 3, "x": 1, "on": False, "s": "a"}, "p")
+    schema = params_schema(fn)
+    assert _violations(schema, {"k": 3, "x": 1, "on": False, "s": "a", "mode": "b"}, "p") == []
     for params, expected in [
-        ({"k": 0}, "config key p.k: 0 is less than the minimum 1"),
-        ({"k": True}, "config key p.k: True is not an integer"),
-        ({"x": "1"}, "config key p.x: '1' is not a number"),
-        ({"on": 1}, "config key p.on: 1 is not true or false"),
-        ({"s": 1}, "config key p.s: 1 is not a string"),
+        ({"k": 0}, "config key p.k: 0 is less than the minimum of 1"),
+        ({"k": True}, "config key p.k: True is not of type 'integer'"),
+        ({"x": "1"}, "config key p.x: '1' is not of type 'number'"),
+        ({"on": 1}, "config key p.on: 1 is not of type 'boolean'"),
+        ({"s": 1}, "config key p.s: 1 is not of type 'string'"),
+        ({"mode": "c"}, "config key p.mode: 'c' is not one of ['a', 'b']"),
     ]:
-        with pytest.raises(ConfigError) as error:
-            _check_params(fn, params, "p")
-        assert str(error.value) == expected
+        assert _violations(schema, params, "p") == [expected]
+    # through check, with the key of the config and an extension-free built-in
+    assert _check_error({"embeddings": {"missing_params": {"neighbors": {"k": 0}}}}).startswith(
+        "config key embeddings.missing_params.neighbors.k: 0 is less than the minimum of 1"
+    )
+
+
+def test_a_classification_task_needs_num_classes_in_the_schema():
+    config = _config({})
+    del config["tasks"]["sst2"]["num_classes"]
+    with pytest.raises(ConfigError, match=r"config key tasks.sst2: 'num_classes' is a required property"):
+        validate(config, SCHEMA, ["config.yaml"])
+    del config["tasks"]["multi30k"]["lr"]  # a translation task needs none; other keys are still required
+    with pytest.raises(ConfigError, match=r"tasks.multi30k: 'lr' is a required property"):
+        validate(config, SCHEMA, ["config.yaml"])

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, load_default_config
 from embinit import extensions
 from embinit.config import ConfigError, check
-from embinit.extensions import ExtensionError, fingerprint, isolated, load, module_name
+from embinit.extensions import ExtensionError, code_fingerprint, isolated, load, module_name
 from embinit.layers import initializers as ini
 from embinit.layers.pretrained import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
@@ -194,29 +194,67 @@ def test_import_errors_name_the_file_and_line_and_undo_its_registrations(tmp_pat
         load([path])
 
 
-def test_fingerprint_follows_the_bytes(tmp_path):
-    a = write(tmp_path / "a.py", "x = 1\n")
-    b = write(tmp_path / "b.py", "y = 2\n")
-    base = fingerprint([a, b])
-    assert re.fullmatch(r"[0-9a-f]{16}", base)
-    assert fingerprint([b, a]) == base and fingerprint([str(a), str(b)]) == base
-    assert fingerprint([]) != base and fingerprint([a]) != base
-    write(a, "x = 2\n")
-    assert fingerprint([a, b]) != base
-    with pytest.raises(ExtensionError, match="no such file"):
-        fingerprint([tmp_path / "gone.py"])
+CODE = """
+import numpy as np
+import torch.nn as nn
+
+from embinit.layers.initializers import register
+from embinit.layers.pretrained import register_missing
+from embinit.models.position import PositionEncoding, register as register_position
+
+SCALE = {scale}
 
 
-def test_initializer_fingerprint_covers_the_extension_file(tmp_path):
-    path = tmp_path / "ext.py"
-    prints = []
-    for helper in ("def helper():\n    return 1\n", "def helper():\n    return 22\n"):
-        write(path, INITIALIZER.format(name="Constant_Ext") + helper)
+def helper():
+    return {helper}
+
+
+def unrelated():
+    return {unrelated}
+
+
+@register("Code_Ext")
+def code_ext(pretrained, shape, rng):
+    return np.full(shape, SCALE * helper(), dtype=np.float32)
+
+
+@register_missing("code_ext")
+def fill(rows, dim, rng):
+    return np.full((len(rows), dim), helper(), dtype=np.float32)
+
+
+@register_position("code_ext")
+class Shifted(PositionEncoding):
+    def embed(self, x, start=0):
+        return x + helper()
+"""
+
+
+def test_a_code_fingerprint_covers_what_the_entry_runs_and_nothing_else(tmp_path):
+    """An entry's fingerprint follows the helpers and constants it uses, not the rest of its file or its place."""
+
+    def prints(name="ext.py", **edits):
+        values = {"scale": 2.0, "helper": 1, "unrelated": 1} | edits
+        path = write(tmp_path / name, CODE.format(**values))
         with isolated():
             load([path])
-            assert "def constant" in inspect.getsource(ini.INITIALIZERS["Constant_Ext"])
-            prints.append(ini.fingerprint("Constant_Ext", {}))
-    assert prints[0] != prints[1]  # only a helper changed, not the initializer itself
+            entries = (ini.INITIALIZERS["Code_Ext"], MISSING_POLICIES["code_ext"], POSITION_ENCODINGS["code_ext"])
+            return [code_fingerprint(e) for e in entries] + [ini.fingerprint("Code_Ext")]
+
+    base = prints()
+    assert all(re.fullmatch(r"[0-9a-f]{16}", p) for p in base) and len(set(base)) == 4
+    assert prints(unrelated=2) == base  # another function of the same file
+    assert prints(name="moved.py") == base  # the same code in another file
+    assert all(a != b for a, b in zip(prints(helper=2), base))  # a helper every entry calls
+    changed = prints(scale=3.0)  # a constant only the initializer reads
+    assert changed[0] != base[0] and changed[1:3] == base[1:3] and changed[3] != base[3]
+    built_in = [code_fingerprint(p) for p in POSITION_ENCODINGS.values()]
+    assert len(set(built_in)) == len(built_in)  # each built-in encoding its own code
+    ours_names = list(ini.INITIALIZERS)
+    ours = [ini.fingerprint(n) for n in ours_names] + [code_fingerprint(MISSING_POLICIES["zeros"])]
+    with isolated():
+        load([write(tmp_path / "other.py", INITIALIZER.format(name="Other_Ext"))])  # registers a new name
+        assert [ini.fingerprint(n) for n in ours_names] + [code_fingerprint(MISSING_POLICIES["zeros"])] == ours
 
 
 def test_example_scaled_xavier():
@@ -243,7 +281,7 @@ def test_config_check_loads_the_example():
     assert "Xavier_Scaled" in ini.INITIALIZERS
     config["initializer_params"]["Xavier_Scaled"] = {"scale": "big"}
     with pytest.raises(
-        ConfigError, match=r"config key initializer_params\.Xavier_Scaled\.scale: 'big' is not a number"
+        ConfigError, match=r"config key initializer_params\.Xavier_Scaled\.scale: 'big' is not of type 'number'"
     ):
         check(config)
 

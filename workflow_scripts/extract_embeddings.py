@@ -3,19 +3,19 @@
 input:  vocab (vocabulary parquet) + one named input per file role of the source (vectors / index / weights /
         tokenizer), e.g. input.weights
 params: source (dict: the config `sources` entry), missing (str), missing_seed (int), missing_params (dict: the
-        policy's entry of config embeddings.missing_params), extensions (list of paths: config `extensions`,
-        loaded first so a missing-row policy they register is known)
+        policy's entry of config embeddings.missing_params), missing_code (the policy's code_fingerprint: only
+        triggers reruns), extensions (embinit.extensions.ExtensionFiles, loaded first so a missing-row policy
+        they register is known)
 output: npy (N x D float32), meta (sidecar parquet: index, token, matched, filled)
 log:    one file; the match report is logged there
 """
 
-from embinit.extensions import load
 from embinit.io import job_log
 from embinit.layers.pretrained import extract
 
 with job_log(snakemake.log[0]):
     p, out = snakemake.params, snakemake.output
-    load(p.extensions)
+    p.extensions.load()
     files = {role: path for role, path in snakemake.input.items() if role != "vocab"}
     extract(
         snakemake.input.vocab,

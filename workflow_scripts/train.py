@@ -5,9 +5,9 @@ Expects:
                      (translation), and for translation detokenizer (the decoder's detokenizer file) and
                      references_valid, references_test (the BLEU references files), all of the vocab stage
   snakemake.params   spec (dict: kind, model, train (without device, num_threads), variant, epochs, batch_size,
-                     lr, seed, valid_bleu, num_classes, tokenizer, languages, run, extensions: their
-                     fingerprint); extensions (config `extensions`: loaded first, so a position encoding they
-                     register is known); placement
+                     lr, seed, valid_bleu, num_classes, tokenizer, languages, run, position_code: the
+                     position encoding's code_fingerprint); extensions (embinit.extensions.ExtensionFiles:
+                     loaded first, so a position encoding they register is known); placement
                      (embinit.training.Placement: device and threads, an object so that it triggers no rerun)
   snakemake.output   final (final.json), metrics (metrics.parquet), embeddings (embeddings.npz: the reported
                      state's input embedding layers), all in the run directory, where train_run writes them
@@ -17,10 +17,9 @@ Expects:
 
 from pathlib import Path
 
-from embinit.extensions import load
 from embinit.training.loop import train_run
 
-load(snakemake.params.extensions)
+snakemake.params.extensions.load()
 inp = snakemake.input
 spec = dict(
     snakemake.params.spec,

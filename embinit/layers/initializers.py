@@ -12,7 +12,6 @@ no less than an `Annotated[..., AtLeast(x)]` bound.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 import zlib
@@ -22,6 +21,7 @@ from typing import Callable, Literal
 import numpy as np
 import pyarrow.parquet as pq
 
+from embinit.extensions import code_fingerprint
 from embinit.io import atomic_path
 
 Initializer = Callable[..., np.ndarray]
@@ -143,17 +143,10 @@ def initialize(
 
 
 def fingerprint(name: str, params: dict | None = None) -> str:
-    """Short hash of an initializer's params and code (its function + the shared helpers it relies on).
-
-    Used as a Snakemake `params:` value, so editing one initializer reruns only its jobs. An initializer defined
-    outside this module (an extension file, embinit.extensions) also covers its whole module's source, so editing a
-    helper it calls there reruns its jobs too.
-    """
-    fn = _lookup(name)
-    sources = [inspect.getsource(f) for f in (fn, initialize, xavier, xavier_bound, mean_std)]
-    if fn.__module__ != __name__:
-        sources.append(inspect.getsource(inspect.getmodule(fn)))
-    blob = json.dumps({"name": name, "params": params or {}, "code": sources}, sort_keys=True)
+    """Short hash of an initializer's name, params and code: the code `initialize` runs for it (its function and
+    what that calls, embinit.extensions.code_fingerprint). A Snakemake `params:` value, so editing one initializer
+    reruns only its jobs, whether it is built in or in an extension file."""
+    blob = json.dumps({"name": name, "params": params or {}, "code": code_fingerprint(_lookup(name), initialize)})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

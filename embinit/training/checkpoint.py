@@ -45,7 +45,7 @@ def setup_of(spec: dict) -> dict:
                 "seed": spec["seed"],
                 "valid_bleu": spec.get("valid_bleu"),
                 "num_classes": spec.get("num_classes"),
-                "extensions": spec.get("extensions"),  # the content of the user's extension files, if any
+                "position_code": spec.get("position_code"),  # its position encoding's code, built in or an extension
             },
             sort_keys=True,
         )
