@@ -443,14 +443,14 @@ def test_config_accepts_neighbors_parameters():
 @pytest.mark.parametrize(
     "missing, params, expected",
     [
-        ("neighbors", {"k": 0}, "config key embeddings.missing_params.neighbors.k: 0 is less than the minimum 1"),
-        ("neighbors", {"n": 1}, "config key embeddings.missing_params.neighbors.n: 1 is less than the minimum 2"),
-        ("neighbors", {"k": "ten"}, "config key embeddings.missing_params.neighbors.k: 'ten' is not an integer"),
-        ("neighbors", {"k": 2.5}, "config key embeddings.missing_params.neighbors.k: 2.5 is not an integer"),
+        ("neighbors", {"k": 0}, "config key embeddings.missing_params.neighbors.k: 0 is less than the minimum of 1"),
+        ("neighbors", {"n": 1}, "config key embeddings.missing_params.neighbors.n: 1 is less than the minimum of 2"),
+        ("neighbors", {"k": "ten"}, "config key embeddings.missing_params.neighbors.k: 'ten' is not of type 'integer'"),
+        ("neighbors", {"k": 2.5}, "config key embeddings.missing_params.neighbors.k: 2.5 is not of type 'integer'"),
         (
             "neighbors",
             {"similarity": "cosine"},
-            "config key embeddings.missing_params.neighbors.similarity: unknown name 'cosine'; allowed: jaccard, overlap",
+            "config key embeddings.missing_params.neighbors.similarity: 'cosine' is not one of ['jaccard', 'overlap']",
         ),
         (
             "neighbors",

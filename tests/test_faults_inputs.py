@@ -85,7 +85,7 @@ def test_schema_violations_are_listed_one_per_line(tmp_path):
         ),
         (
             {"initializer_params": {"Pretrained_Shuffled": {"mode": "columns"}}},
-            "config key initializer_params.Pretrained_Shuffled.mode: unknown name 'columns'; allowed: elements, rows_columns",
+            "config key initializer_params.Pretrained_Shuffled.mode: 'columns' is not one of ['rows_columns', 'elements']",
         ),
         ({"table4": {"block": "multi30k_glvoe"}}, "config key table4.block: unknown name 'multi30k_glvoe'"),
     ],
