@@ -3,11 +3,12 @@ records: the encoder's input ratio |x sqrt(D)| / |P|, the decoder's cross-attent
 for Multi30k Xavier seed 0 trainable, frozen, and frozen on one side only, at D = 50 (results/offline-cpu) and at the
 paper's D = 300 (results/paper-scale-cpu). An analysis of records, like bench/gpu_hours.py: it trains nothing.
 
-  .venv/bin/python bench/frozen_contrast.py   # -> results/paper-scale-cpu/frozen_contrast.png and .csv
+  .venv/bin/python bench/frozen_contrast.py   # -> results/paper-scale-cpu/frozen_contrast.png, .csv and .md
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from embinit.io import atomic_path
+from embinit.reports.format import write_csv_md
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = {  # (D, variant) -> the run's directory
@@ -30,6 +32,7 @@ PANELS = {
     "cross_entropy": ("decoder cross-attention entropy (nats)", False),
     "valid_loss": ("validation loss", False),
 }
+TRAINS = {"base": "both", "frozen": "neither", "frozen_encoder": "decoder's only", "frozen_decoder": "encoder's only"}
 STYLE = {"base": "C0", "frozen": "C3", "frozen_encoder": "C1", "frozen_decoder": "C2"}
 
 
@@ -63,6 +66,32 @@ def draw(table: pd.DataFrame, png_path) -> None:
         fig.savefig(tmp, format="png", dpi=120)
 
 
+def outcomes(results: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """Per run: what trains, its test BLEU (paper's and sacreBLEU) at its best epoch, its lowest validation loss,
+    and the encoder's input ratio and the decoder's cross-attention entropy at that epoch."""
+    rows = []
+    for (dim, variant), run in RUNS.items():
+        path = results / run / "final.json"
+        if path.exists():
+            final = json.loads(path.read_text())
+            at_best = table[(table.dim == dim) & (table.variant == variant) & (table.epoch == final["best_epoch"])]
+            rows.append(
+                {
+                    "dim": dim,
+                    "variant": variant,
+                    "trains": TRAINS[variant],
+                    "test_paper_bleu": final["test_paper_bleu"],
+                    "test_sacrebleu": final["test_sacrebleu"],
+                    "best_epoch": final["best_epoch"],
+                    "epochs": final["epochs"],
+                    "best_valid_loss": final["best_valid_loss"],
+                    "input_ratio_encoder": at_best.input_ratio_encoder.iloc[0],
+                    "cross_entropy": at_best.cross_entropy.iloc[0],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     results = REPO / "results"
     table = curves(results)
@@ -71,6 +100,16 @@ def main() -> None:
     with atomic_path(out / "frozen_contrast.csv") as tmp:
         table.to_csv(tmp, index=False)
     draw(table, out / "frozen_contrast.png")
+    runs = outcomes(results, table)
+    header = "| D | variant | input embeddings that train | test BLEU (paper / sacre) | best epoch | lowest valid loss | encoder ratio | cross-attn entropy |"
+    lines = [header, "|" + "---|" * 8]
+    lines += [
+        f"| {r.dim} | {r.variant} | {r.trains} | {r.test_paper_bleu:.1f} / {r.test_sacrebleu:.1f} | "
+        f"{r.best_epoch} of {r.epochs} | {r.best_valid_loss:.2f} | {r.input_ratio_encoder:.2f} | {r.cross_entropy:.2f} |"
+        for r in runs.itertuples()
+    ]
+    md = "# Multi30k Xavier seed 0: frozen, trainable, one side frozen\n\nAt each run's best epoch (lowest validation loss).\n\n"
+    write_csv_md(out / "frozen_contrast_runs.csv", out / "frozen_contrast.md", runs, md + "\n".join(lines) + "\n")
     print(f"{table.groupby(['dim', 'variant']).size().to_dict()} epochs -> {out}/frozen_contrast.png, .csv")
 
 
