@@ -50,10 +50,6 @@ def make_context(
     return Context(table[positions].astype(np.float64), seed, pos_enc)
 
 
-def _xavier_sigma(shape, seed: int) -> float:
-    return mean_std(xavier(None, shape, np.random.default_rng(seed)))[1]
-
-
 def scaled(x, ctx):
     """The model's input scaling: x sqrt(D)."""
     return x * np.sqrt(x.shape[1])
@@ -78,7 +74,8 @@ def pos_enc_rescaled(x, ctx):
     cosine ignores the factor: this row is that one without the centering, P as large against GloVe as after
     standardization (the paper: 11.1% against 12.9%). Scaling P, not x, keeps the identity in both pos_enc modes.
     """
-    return pos_enc(x, ctx, mean_std(x)[1] / _xavier_sigma(x.shape, ctx.seed))
+    sigma_x = mean_std(xavier(None, x.shape, np.random.default_rng(ctx.seed)))[1]
+    return pos_enc(x, ctx, mean_std(x)[1] / sigma_x)
 
 
 # SPEC Table 4's rows; the steps apply left to right to the pre-trained layer.
@@ -147,21 +144,10 @@ def evaluate(
 ) -> pd.DataFrame:
     """One row per Table 4 transformation: accuracy (fraction), correct, applicable, total."""
     ctx = make_context(vectors.shape, seed, pos_rows, pos_base, pos_enc)
-    return pd.DataFrame(
-        [
-            {"transformation": name, **analogy_accuracy(transform(vectors, name, ctx), tokens, questions)}
-            for name in TRANSFORMS
-        ]
-    )
-
-
-def sensitivity(
-    vectors: np.ndarray, tokens, questions, seed: int, rows: list[int], pos_base: float, pos_enc: str = "model_input"
-) -> pd.DataFrame:
-    """`evaluate` for each number of rows of P: one row per (pos_rows, transformation)."""
-    parts = [evaluate(vectors, tokens, questions, seed, n, pos_base, pos_enc).assign(pos_rows=n) for n in rows]
-    table = pd.concat(parts, ignore_index=True)
-    return table[["pos_rows", *table.columns.drop("pos_rows")]]
+    rows = [
+        {"transformation": t, **analogy_accuracy(transform(vectors, t, ctx), tokens, questions)} for t in TRANSFORMS
+    ]
+    return pd.DataFrame(rows)
 
 
 def _source(config: dict, block: str, side: str, table: str) -> tuple[str, str]:
@@ -232,9 +218,10 @@ def table4_sensitivity(vectors_npy, tokens_parquet, questions_path, config: dict
     """Beyond the paper: Table 4 for each number of rows of P in config `table4.sensitivity_rows`."""
     spec, pos_base = config["table4"], config["model"]["pos_base"]
     layer, questions = _load_layer(vectors_npy, tokens_parquet, config), load_questions(questions_path)
-    rows = spec["sensitivity_rows"]
-    table = sensitivity(layer.vectors, layer.tokens, questions, spec["seed"], rows, pos_base, spec["pos_enc"])
-    table = _with_source(table, layer.source)
+    args = (layer.vectors, layer.tokens, questions, spec["seed"])
+    parts = [evaluate(*args, n, pos_base, spec["pos_enc"]).assign(pos_rows=n) for n in spec["sensitivity_rows"]]
+    table = pd.concat(parts, ignore_index=True)  # one row per (pos_rows, transformation)
+    table = _with_source(table[["pos_rows", *table.columns.drop("pos_rows")]], layer.source)
     wide = table.pivot(index="transformation", columns="pos_rows", values="accuracy").loc[list(TRANSFORMS)]
     rows = [[name, *(f"{100 * a:.1f}" for a in accuracies)] for name, accuracies in wide.iterrows()]
     md = (

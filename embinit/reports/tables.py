@@ -116,16 +116,9 @@ def summarize(long: pd.DataFrame, versus=("initializer", "Xavier")):
         comparison = compare_to_xavier(values, base if first[column] != reference else base.iloc[:0])
         if versus != ("initializer", "Xavier"):
             comparison[f"diff_vs_{reference.lower()}"] = comparison.pop("diff_vs_xavier")
+        stats = {"metric": first.metric, "mean": values.mean(), "std": values.std(ddof=1), "n_seeds": len(values)}
         rows.append(
-            {
-                **first[SUMMARY_KEYS].to_dict(),
-                "metric": first.metric,
-                "mean": values.mean(),
-                "std": values.std(ddof=1),
-                "n_seeds": len(values),
-                "mean_best_epoch": group.best_epoch.mean(),
-                **comparison,
-            }
+            {**first[SUMMARY_KEYS].to_dict(), **stats, "mean_best_epoch": group.best_epoch.mean(), **comparison}
         )
     return pd.DataFrame(rows)
 
