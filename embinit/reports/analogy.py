@@ -321,7 +321,7 @@ def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, cs
             n_seeds=("seed", "nunique"),
             applicable=("applicable", "first"),
             total=("total", "first"),
-        )  # fmt: skip
+        )
         .reset_index()
         .astype({"initializer": str})
     )
