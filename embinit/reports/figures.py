@@ -98,9 +98,8 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     """Figure 2 (beyond the paper): the mechanism metrics per epoch, a line per initializer with a band of one
     sigma over seeds; a panel per quantity (FIGURE2_QUANTITIES), a row per block.
 
-    `runs` are the run sheet's rows of Figure 2, as for `figure1`. sigma and the input ratio are the decoder
-    side's for translation, the encoder's for classification. Also writes the plotted numbers as long-form CSV:
-    block, initializer, epoch, quantity, mean, std, n_seeds.
+    `runs` are the run sheet's rows of Figure 2, as for `figure1`. Also writes the plotted numbers as long-form
+    CSV: block, initializer, epoch, quantity, mean, std, n_seeds.
     """
     sides = {r.block: "decoder" if r.kind == "translation" else "encoder" for r in runs.itertuples()}
     frames = [
@@ -112,7 +111,7 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     long = pd.concat(frames).melt(["block", "initializer", "seed", "epoch"], var_name="quantity", value_name="value")
     long["quantity"] = pd.Categorical(long.quantity, list(FIGURE2_QUANTITIES))
     for key in ("block", "initializer"):
-        long[key] = pd.Categorical(long[key], list(dict.fromkeys(runs[key])))
+        long[key] = pd.Categorical(long[key], pd.unique(runs[key]))
     curves = (
         long.groupby(["block", "initializer", "quantity", "epoch"], observed=True)
         .value.agg(mean="mean", std="std", n_seeds="count")
