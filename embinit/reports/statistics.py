@@ -55,15 +55,7 @@ def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.Data
     return table
 
 
-def write_table6(
-    layers: dict[str, str],
-    family: str,
-    source_display: str,
-    pos_rows: int,
-    pos_base: float,
-    out_csv: str,
-    out_md: str,
-) -> pd.DataFrame:
+def write_table6(layers: dict, family: str, source_display: str, pos_rows: int, pos_base: float, out_csv, out_md):
     """Table 6: each layer (initializer -> .npy path) as is and scaled by sqrt(D), then P (its first pos_rows rows).
 
     Shows the scale mismatch the paper discusses: the model multiplies embeddings by sqrt(D) before adding P.
