@@ -385,6 +385,27 @@ def fill_counts(missing: str, filled) -> dict:
     }
 
 
+def _sidecar(vocab: pd.DataFrame, matched: np.ndarray, filled: np.ndarray, missing: str, missing_params: dict):
+    """The layer's sidecar (index, token, matched, filled per row) as an Arrow table whose file metadata names the
+    missing-row policy and its parameters, so a reader can tell how the unmatched rows were made."""
+    meta = pd.DataFrame(
+        {
+            "index": vocab["index"].to_numpy(dtype=np.int64),
+            "token": vocab["token"].astype(str).to_numpy(),
+            "matched": matched,
+            "filled": filled.astype(str),
+        }
+    )
+    table = pa.Table.from_pandas(meta, preserve_index=False)
+    return table.replace_schema_metadata(
+        {
+            **(table.schema.metadata or {}),
+            META_MISSING: missing.encode(),
+            META_MISSING_PARAMS: json.dumps(missing_params, sort_keys=True).encode(),
+        }
+    )
+
+
 def extract(
     vocab_path: str,
     source_cfg: dict,
@@ -419,25 +440,9 @@ def extract(
         raise ValueError(f"no vocabulary token of {vocab_path} was found in {', '.join(files.values())}")
     n_missing = len(vocab) - n_matched
     filled = fill_missing(vocab, matrix, matched, missing, missing_seed, missing_params)
-    meta = pd.DataFrame(
-        {
-            "index": vocab["index"].to_numpy(dtype=np.int64),
-            "token": vocab["token"].astype(str).to_numpy(),
-            "matched": matched,
-            "filled": filled.astype(str),
-        }
-    )
-    table = pa.Table.from_pandas(meta, preserve_index=False)
-    table = table.replace_schema_metadata(
-        {
-            **(table.schema.metadata or {}),
-            META_MISSING: missing.encode(),
-            META_MISSING_PARAMS: json.dumps(missing_params, sort_keys=True).encode(),
-        }
-    )
     with atomic_path(out_npy) as tmp_npy, atomic_path(out_meta_parquet) as tmp_meta:
         np.save(tmp_npy, matrix)
-        pq.write_table(table, tmp_meta)
+        pq.write_table(_sidecar(vocab, matched, filled, missing, missing_params), tmp_meta)
     report = {
         "n": len(vocab),
         "dim": dim,
