@@ -99,13 +99,9 @@ def transform(vectors: np.ndarray, name: str, ctx: Context) -> np.ndarray:
 
 def load_questions(path) -> list[tuple[str, str, str, str]]:
     """The 4-word lines, lowercased; section headers (': ...') and malformed lines are skipped, as gensim does."""
-    questions = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            words = line.lower().split()
-            if not line.startswith(": ") and len(words) == 4:
-                questions.append(tuple(words))
-    return questions
+        lines = [(line, line.lower().split()) for line in f]
+    return [tuple(words) for line, words in lines if not line.startswith(": ") and len(words) == 4]
 
 
 def analogy_accuracy(vectors: np.ndarray, tokens, questions, n_special: int = len(SPECIALS), batch: int = 2048) -> dict:
