@@ -50,10 +50,6 @@ def make_context(
     return Context(table[positions].astype(np.float64), seed, pos_enc)
 
 
-def _xavier_sigma(shape, seed: int) -> float:
-    return mean_std(xavier(None, shape, np.random.default_rng(seed)))[1]
-
-
 def scaled(x, ctx):
     """The model's input scaling: x sqrt(D)."""
     return x * np.sqrt(x.shape[1])
@@ -78,7 +74,8 @@ def pos_enc_rescaled(x, ctx):
     cosine ignores the factor: this row is that one without the centering, P as large against GloVe as after
     standardization (the paper: 11.1% against 12.9%). Scaling P, not x, keeps the identity in both pos_enc modes.
     """
-    return pos_enc(x, ctx, mean_std(x)[1] / _xavier_sigma(x.shape, ctx.seed))
+    sigma_x = mean_std(xavier(None, x.shape, np.random.default_rng(ctx.seed)))[1]
+    return pos_enc(x, ctx, mean_std(x)[1] / sigma_x)
 
 
 # SPEC Table 4's rows; the steps apply left to right to the pre-trained layer.
@@ -102,13 +99,9 @@ def transform(vectors: np.ndarray, name: str, ctx: Context) -> np.ndarray:
 
 def load_questions(path) -> list[tuple[str, str, str, str]]:
     """The 4-word lines, lowercased; section headers (': ...') and malformed lines are skipped, as gensim does."""
-    questions = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            words = line.lower().split()
-            if not line.startswith(": ") and len(words) == 4:
-                questions.append(tuple(words))
-    return questions
+        lines = [(line, line.lower().split()) for line in f]
+    return [tuple(words) for line, words in lines if not line.startswith(": ") and len(words) == 4]
 
 
 def analogy_accuracy(vectors: np.ndarray, tokens, questions, n_special: int = len(SPECIALS), batch: int = 2048) -> dict:
@@ -147,21 +140,18 @@ def evaluate(
 ) -> pd.DataFrame:
     """One row per Table 4 transformation: accuracy (fraction), correct, applicable, total."""
     ctx = make_context(vectors.shape, seed, pos_rows, pos_base, pos_enc)
-    return pd.DataFrame(
-        [
-            {"transformation": name, **analogy_accuracy(transform(vectors, name, ctx), tokens, questions)}
-            for name in TRANSFORMS
-        ]
-    )
+    rows = [
+        {"transformation": t, **analogy_accuracy(transform(vectors, t, ctx), tokens, questions)} for t in TRANSFORMS
+    ]
+    return pd.DataFrame(rows)
 
 
-def sensitivity(
-    vectors: np.ndarray, tokens, questions, seed: int, rows: list[int], pos_base: float, pos_enc: str = "model_input"
-) -> pd.DataFrame:
-    """`evaluate` for each number of rows of P: one row per (pos_rows, transformation)."""
-    parts = [evaluate(vectors, tokens, questions, seed, n, pos_base, pos_enc).assign(pos_rows=n) for n in rows]
-    table = pd.concat(parts, ignore_index=True)
-    return table[["pos_rows", *table.columns.drop("pos_rows")]]
+def _source(config: dict, block: str, side: str, table: str) -> tuple[str, str]:
+    """The embedding source of a block's side and its display name (a stand-in says so in its display)."""
+    source = config["blocks"][block]["sources"].get(side)
+    if source is None:
+        raise ValueError(f"{table}: side {side} of block {block} has no embedding source")
+    return source, config["sources"][source]["display"]
 
 
 class _Layer(NamedTuple):
@@ -172,21 +162,17 @@ class _Layer(NamedTuple):
 
 
 def _load_layer(vectors_npy, tokens_parquet, config: dict) -> _Layer:
-    spec = config["table4"]
-    source = config["blocks"][spec["block"]]["sources"][spec["side"]]
-    if source is None:
-        raise ValueError(f"table4: side {spec['side']} of block {spec['block']} has no embedding source")
-    display = config["sources"][source]["display"]
+    block, side = config["table4"]["block"], config["table4"]["side"]
+    source, display = _source(config, block, side, "table4")
     vectors = np.load(vectors_npy)
     sidecar = pd.read_parquet(tokens_parquet, columns=["token", "matched"])
     if len(sidecar) != len(vectors):
         raise ValueError(f"{tokens_parquet}: {len(sidecar)} tokens for {len(vectors)} rows of {vectors_npy}")
     intro = (
-        f"3CosAdd word analogy, {spec['side']} layer of {spec['block']} (N = {len(vectors):,}, "
-        f"D = {vectors.shape[1]}); source: {display} ({source}), which has a vector for "
-        f"{int(sidecar.matched.sum()):,} of the {len(vectors):,} rows."
+        f"3CosAdd word analogy, {side} layer of {block} (N = {len(vectors):,}, D = {vectors.shape[1]}); source: "
+        f"{display} ({source}), which has a vector for {int(sidecar.matched.sum()):,} of the {len(vectors):,} rows."
     )
-    columns = {"block": spec["block"], "side": spec["side"], "source": source, "source_display": display}
+    columns = {"block": block, "side": side, "source": source, "source_display": display}
     return _Layer(vectors, sidecar.token.tolist(), columns, intro)
 
 
@@ -198,26 +184,19 @@ def _pos_enc_note(spec: dict, pos_base: float) -> str:
     )
 
 
-def _write(table: pd.DataFrame, layer: _Layer, markdown: str, csv_path, md_path) -> pd.DataFrame:
-    for i, (column, value) in enumerate(layer.source.items()):
+def _with_source(table: pd.DataFrame, source: dict) -> pd.DataFrame:
+    """The table with the layer's `source` columns (block, side, source, source_display) first, in place."""
+    for i, (column, value) in enumerate(source.items()):
         table.insert(i, column, value)
-    write_csv_md(csv_path, md_path, table, markdown)
     return table
 
 
 def table4(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, md_path) -> pd.DataFrame:
     """Table 4 on the layer of config `table4` (block, side, seed, pos_enc, pos_rows); P's base: `model.pos_base`."""
     spec, pos_base = config["table4"], config["model"]["pos_base"]
-    layer = _load_layer(vectors_npy, tokens_parquet, config)
-    table = evaluate(
-        layer.vectors,
-        layer.tokens,
-        load_questions(questions_path),
-        spec["seed"],
-        spec["pos_rows"],
-        pos_base,
-        spec["pos_enc"],
-    )
+    layer, questions = _load_layer(vectors_npy, tokens_parquet, config), load_questions(questions_path)
+    table = evaluate(layer.vectors, layer.tokens, questions, spec["seed"], spec["pos_rows"], pos_base, spec["pos_enc"])
+    table = _with_source(table, layer.source)
     rows = [
         [r.transformation, f"{100 * r.accuracy:.1f}", f"{r.correct:,} / {r.applicable:,}"] for r in table.itertuples()
     ]
@@ -227,22 +206,18 @@ def table4(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, 
         f"{_pos_enc_note(spec, pos_base)} Rows of P drawn from: {spec['pos_rows']:,}.\n\n"
         + markdown_table(["Transformation", "Accuracy (%)", "Correct / applicable"], rows)
     )
-    return _write(table, layer, md, csv_path, md_path)
+    write_csv_md(csv_path, md_path, table, md)
+    return table
 
 
 def table4_sensitivity(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, md_path) -> pd.DataFrame:
     """Beyond the paper: Table 4 for each number of rows of P in config `table4.sensitivity_rows`."""
     spec, pos_base = config["table4"], config["model"]["pos_base"]
-    layer = _load_layer(vectors_npy, tokens_parquet, config)
-    table = sensitivity(
-        layer.vectors,
-        layer.tokens,
-        load_questions(questions_path),
-        spec["seed"],
-        spec["sensitivity_rows"],
-        pos_base,
-        spec["pos_enc"],
-    )
+    layer, questions = _load_layer(vectors_npy, tokens_parquet, config), load_questions(questions_path)
+    args = (layer.vectors, layer.tokens, questions, spec["seed"])
+    parts = [evaluate(*args, n, pos_base, spec["pos_enc"]).assign(pos_rows=n) for n in spec["sensitivity_rows"]]
+    table = pd.concat(parts, ignore_index=True)  # one row per (pos_rows, transformation)
+    table = _with_source(table[["pos_rows", *table.columns.drop("pos_rows")]], layer.source)
     wide = table.pivot(index="transformation", columns="pos_rows", values="accuracy").loc[list(TRANSFORMS)]
     rows = [[name, *(f"{100 * a:.1f}" for a in accuracies)] for name, accuracies in wide.iterrows()]
     md = (
@@ -251,7 +226,8 @@ def table4_sensitivity(vectors_npy, tokens_parquet, questions_path, config: dict
         f"n rows of the table (the paper does not say how many). {_pos_enc_note(spec, pos_base)}\n\n"
         + markdown_table(["Transformation", *(f"n = {n:,}" for n in wide.columns)], rows)
     )
-    return _write(table, layer, md, csv_path, md_path)
+    write_csv_md(csv_path, md_path, table, md)
+    return table
 
 
 # Table 10's two readings of a layer: Table 4's transformation for each
@@ -292,6 +268,34 @@ def _table10_scores(runs: pd.DataFrame, side: str, tokens, questions, config: di
     return scores
 
 
+def _table10_markdown(table: pd.DataFrame, runs: pd.DataFrame, config: dict, n_tokens: int, dim: int) -> str:
+    """The layout: a row per initializer, a column per representation x stage, cells mean (σ) in %."""
+    t4, first = config["table4"], table.iloc[0]
+    cells = [format_mean_std(100 * m, 100 * s) for m, s in zip(table.accuracy_mean, table.accuracy_std)]
+    wide = table.assign(cell=cells).pivot_table(
+        index="label", columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
+    )
+    seeds = table.groupby("label", sort=False).n_seeds.first()
+    columns = [(rep, stage) for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES]
+    rows = [[label, *wide.loc[label, columns], str(n)] for label, n in seeds.items()]
+    epochs = ", ".join(str(e) for e in sorted({read_final(f)["epochs"] for f in runs.final}))
+    header = ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"]
+    return (
+        f"# Table 10: word analogy before and after training\n\n"
+        f"3CosAdd accuracy (%, mean (σ) over seeds) of the {first.side} embedding layer of {first.block} "
+        f"(N = {n_tokens:,}, D = {dim}) before training (the layer the run started from) and after (the state the "
+        "run reports: translation the lowest-validation-loss epoch, classification the best-validation-accuracy "
+        f"epoch), over the {int(first.applicable):,} of {int(first.total):,} questions whose four words are in the "
+        f"vocabulary. Source: {first.source_display} ({first.source}). Raw: the layer itself (Table 4's GloVe "
+        "row); model input: x sqrt(D) + P, one random row of P (base "
+        f"{config['model']['pos_base']}) per word drawn from the first {t4['pos_rows']:,} rows with seed "
+        f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {epochs} epochs; seeds per initializer: "
+        + ", ".join(f"{label} {n}" for label, n in seeds.items())
+        + f" (variant {runs.variant.iloc[0]}).\n\n"
+        + markdown_table(header, rows)
+    )
+
+
 def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, csv_path, md_path) -> pd.DataFrame:
     """Table 10 (beyond the paper): Table 4's 3CosAdd accuracy on each trained model's embedding layer.
 
@@ -301,11 +305,8 @@ def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, cs
     x sqrt(D) + P, P drawn as Table 4 draws it (config `table4` seed and pos_rows, base `model.pos_base`). One CSV
     row per (initializer, stage before/after, representation): mean and std over seeds.
     """
-    t4, side, block = config["table4"], config["table10"]["side"], runs.block.iloc[0]
-    source = config["blocks"][block]["sources"].get(side)
-    if source is None:
-        raise ValueError(f"table10: side {side} of block {block} has no embedding source")
-    display = config["sources"][source]["display"]
+    side, block = config["table10"]["side"], runs.block.iloc[0]
+    source, display = _source(config, block, side, "table10")
     tokens = pd.read_parquet(tokens_parquet, columns=["token"]).token.tolist()
     scores = _table10_scores(runs, side, tokens, load_questions(questions_path), config)
     table = (
@@ -316,39 +317,10 @@ def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, cs
             n_seeds=("seed", "nunique"),
             applicable=("applicable", "first"),
             total=("total", "first"),
-        )  # fmt: skip
+        )
         .reset_index()
         .astype({"initializer": str})
     )
-    for i, (column, value) in enumerate(
-        {"block": block, "side": side, "source": source, "source_display": display}.items()
-    ):
-        table.insert(i, column, value)
-    pct = table.assign(
-        cell=[format_mean_std(100 * m, 100 * s) for m, s in zip(table.accuracy_mean, table.accuracy_std)]
-    )
-    wide = pct.pivot_table(
-        index="label", columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
-    )
-    seeds = table.groupby("label", sort=False).n_seeds.first()
-    columns = [(rep, stage) for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES]
-    md_rows = [[label, *wide.loc[label, columns], str(n)] for label, n in seeds.items()]
-    epochs = ", ".join(str(e) for e in sorted({read_final(f)["epochs"] for f in runs.final}))
-    md = (
-        f"# Table 10: word analogy before and after training\n\n"
-        f"3CosAdd accuracy (%, mean (σ) over seeds) of the {side} embedding layer of {block} "
-        f"(N = {len(tokens):,}, D = {scores.dim.iloc[0]}) before training (the layer the run started "
-        f"from) and after (the state the run reports: translation the lowest-validation-loss epoch, "
-        f"classification the best-validation-accuracy epoch), over the {int(table.applicable.iloc[0]):,} of "
-        f"{int(table.total.iloc[0]):,} questions whose four words are in the vocabulary. Source: {display} "
-        f"({source}). Raw: the layer itself (Table 4's GloVe row); model input: x sqrt(D) + P, one random row of "
-        f"P (base {config['model']['pos_base']}) per word drawn from the first {t4['pos_rows']:,} rows with seed "
-        f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {epochs} epochs; seeds per initializer: "
-        + ", ".join(f"{label} {n}" for label, n in seeds.items())
-        + f" (variant {runs.variant.iloc[0]}).\n\n"
-        + markdown_table(
-            ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"], md_rows
-        )  # fmt: skip
-    )
-    write_csv_md(csv_path, md_path, table, md)
+    table = _with_source(table, {"block": block, "side": side, "source": source, "source_display": display})
+    write_csv_md(csv_path, md_path, table, _table10_markdown(table, runs, config, len(tokens), scores.dim.iloc[0]))
     return table

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from embinit.reports.format import markdown_table, write_csv_md
-from embinit.reports.tables import paired_difference, per_seed, result_metrics, table3_metrics
+from embinit.reports.tables import SIZES, paired_difference, per_seed, result_metrics, table3_metrics
 
 RESULT_STATS = ["mean", "std", "mean_best_epoch"]
 LAYOUT = {  # table -> (row keys, column keys, statistics) of its CSV: how its cells are named
@@ -32,11 +32,7 @@ LAYOUT = {  # table -> (row keys, column keys, statistics) of its CSV: how its c
     2: (["family", "label"], ["task"], ["min", "max", "mean", "sigma"]),
     3: (["label"], ["variant", "metric"], RESULT_STATS),
     4: (["transformation"], [], ["correct", "applicable", "accuracy"]),
-    5: (
-        ["task", "family"],
-        [],
-        ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size", "train_minutes_per_epoch"],
-    ),  # fmt: skip
+    5: (["task", "family"], [], [*SIZES, "train_minutes_per_epoch"]),
     6: (["layer"], [], ["min", "max", "mean", "sigma"]),
     7: (["label"], ["task", "metric"], RESULT_STATS),
     8: (["label"], ["task"], ["min", "max", "mean", "sigma"]),
@@ -116,8 +112,7 @@ def table_cells(table: int, frame: pd.DataFrame) -> pd.DataFrame:
     if "ci_low" in frame:  # the interval belongs to the mean's cell only
         interval = frame.assign(stat="mean")[["row", "prefix", "stat", "ci_low", "ci_high"]]
         long = long.merge(interval, on=["row", "prefix", "stat"], how="left")
-    return long.assign(table=table).reindex(columns=["table", "row", "column", "ours", "n_seeds", "ci_low", "ci_high",
-                                                     "source"])  # fmt: skip
+    return long.assign(table=table).reindex(columns=[c for c in COLUMNS if c not in ("paper", "vs_paper")])
 
 
 def compare(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:

@@ -80,36 +80,26 @@ FIGURE2_QUANTITIES = {
 
 def mechanism_quantities(metrics: pd.DataFrame, side: str, path) -> pd.DataFrame:
     """Figure 2's quantities per epoch from one run's metrics.parquet (see FIGURE2_QUANTITIES)."""
-    entropy = [c for c in metrics.columns if re.fullmatch(r"entropy_.+_\d+", c)]
-    saturation = [c for c in metrics.columns if re.fullmatch(r"saturation_.+_\d+", c)]
+    layered = {q: [c for c in metrics.columns if re.fullmatch(rf"{q}_.+_\d+", c)] for q in ("entropy", "saturation")}
     needed = ["epoch", f"sigma_{side}", f"input_ratio_{side}", "grad_norm_embedding", "grad_norm_other"]
-    missing = [c for c in needed if c not in metrics.columns] + ([] if entropy else ["entropy_*"])
-    missing += [] if saturation else ["saturation_*"]
+    missing = [c for c in needed if c not in metrics.columns] + [f"{q}_*" for q, cols in layered.items() if not cols]
     if missing:
         raise KeyError(
             f"{path}: metrics.parquet has no mechanism column(s) {missing}; Figure 2 needs runs trained with "
             "train.mechanism on (the default), so rerun them"
         )
-    return pd.DataFrame(
-        {
-            "epoch": metrics.epoch,
-            "sigma": metrics[f"sigma_{side}"],
-            "input_ratio": metrics[f"input_ratio_{side}"],
-            "entropy": metrics[entropy].mean(axis=1),
-            "saturation": metrics[saturation].mean(axis=1),
-            "grad_norm_embedding": metrics.grad_norm_embedding,
-            "grad_norm_other": metrics.grad_norm_other,
-        }
-    )
+    quantities = metrics[needed].rename(columns={f"sigma_{side}": "sigma", f"input_ratio_{side}": "input_ratio"})
+    for q, cols in layered.items():
+        quantities[q] = metrics[cols].mean(axis=1)
+    return quantities[["epoch", *FIGURE2_QUANTITIES]]
 
 
 def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     """Figure 2 (beyond the paper): the mechanism metrics per epoch, a line per initializer with a band of one
     sigma over seeds; a panel per quantity (FIGURE2_QUANTITIES), a row per block.
 
-    `runs` are the run sheet's rows of Figure 2, as for `figure1`. sigma and the input ratio are the decoder
-    side's for translation, the encoder's for classification. Also writes the plotted numbers as long-form CSV:
-    block, initializer, epoch, quantity, mean, std, n_seeds.
+    `runs` are the run sheet's rows of Figure 2, as for `figure1`. Also writes the plotted numbers as long-form
+    CSV: block, initializer, epoch, quantity, mean, std, n_seeds.
     """
     sides = {r.block: "decoder" if r.kind == "translation" else "encoder" for r in runs.itertuples()}
     frames = [
@@ -121,7 +111,7 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     long = pd.concat(frames).melt(["block", "initializer", "seed", "epoch"], var_name="quantity", value_name="value")
     long["quantity"] = pd.Categorical(long.quantity, list(FIGURE2_QUANTITIES))
     for key in ("block", "initializer"):
-        long[key] = pd.Categorical(long[key], list(dict.fromkeys(runs[key])))
+        long[key] = pd.Categorical(long[key], pd.unique(runs[key]))
     curves = (
         long.groupby(["block", "initializer", "quantity", "epoch"], observed=True)
         .value.agg(mean="mean", std="std", n_seeds="count")

@@ -33,14 +33,9 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     """A GitHub pipe table of already formatted cells (kept verbatim): text columns left-aligned, number columns
     right-aligned."""
     frame = pd.DataFrame(rows, columns=header, dtype=object) if rows else pd.DataFrame(columns=header)
-    columns = [[str(row[i]) for row in rows] for i in range(len(header))]
-    markdown = frame.to_markdown(
-        index=False,
-        tablefmt="pipe",
-        disable_numparse=True,  # "50.0" stays "50.0"
-        colalign=[_alignment(c) for c in columns] if rows else None,
-    )
-    return markdown + "\n"
+    align = [_alignment([str(row[i]) for row in rows]) for i in range(len(header))] if rows else None
+    # disable_numparse: "50.0" stays "50.0"
+    return frame.to_markdown(index=False, tablefmt="pipe", disable_numparse=True, colalign=align) + "\n"
 
 
 def write_csv_md(csv_path: str | os.PathLike, md_path: str | os.PathLike, frame: pd.DataFrame, markdown: str) -> None:

@@ -21,75 +21,52 @@ def matrix_stats(x: np.ndarray) -> dict[str, float]:
     return {"min": float(np.min(x)), "max": float(np.max(x)), "mean": mean, "sigma": sigma}
 
 
-def _range(s: dict) -> str:
-    return f"({s['min']:.4f}, {s['max']:.4f})"
-
-
 def _mean_sigma(s: dict) -> str:
     return f"{s['mean']:.4f} ({s['sigma']:.4f})"
 
 
-def stats_rows(entries: list[dict]) -> pd.DataFrame:
-    """Statistics of each layer file; `entries` are dicts with block, task, family, initializer, path.
-
-    Rows are labelled with the block's family ("GloVe", "BERT", "T5"), as the paper's tables group
-    GloVe / German GloVe, BERT / mBERT and T5 / mT5 in one row.
-    """
-    rows = []
-    for e in entries:
-        info = {k: v for k, v in e.items() if k != "path"}
-        info["label"] = display_name(e["initializer"], e["family"])
-        rows.append({**info, **matrix_stats(np.load(e["path"], mmap_mode="r"))})
-    return pd.DataFrame(rows)
-
-
 def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.DataFrame:
-    """Table 2 (or Table 8 for the Xavier_Pretrained layers): rows = (family, initializer), columns = task.
+    """Table 2 (or Table 8 for the Xavier_Pretrained layers): a row per family and initializer, a column per task.
 
-    Markdown cells: "Range (min, max)" and "Mean (sigma)" per task, in the order the entries give.
+    `entries` are dicts with block, task, family, initializer and the layer's path. Rows are labelled with the
+    block's family ("GloVe", "BERT", "T5"), as the paper's tables group GloVe / German GloVe, BERT / mBERT and
+    T5 / mT5 in one row. Markdown cells: "Range (min, max)" and "Mean (sigma)" per task, in the entries' order.
     """
-    table = stats_rows(entries)
-    tasks = list(dict.fromkeys(table["task"]))
+    table = pd.DataFrame(
+        [
+            {k: v for k, v in e.items() if k != "path"}
+            | {"label": display_name(e["initializer"], e["family"]), **matrix_stats(np.load(e["path"], mmap_mode="r"))}
+            for e in entries
+        ]
+    )
+    cells = table.assign(
+        range=[f"({r['min']:.4f}, {r['max']:.4f})" for _, r in table.iterrows()],
+        mean_sigma=[_mean_sigma(r) for _, r in table.iterrows()],
+    )
+    tasks = pd.unique(table.task)
+    wide = cells.pivot_table(
+        index=["family", "label"], columns="task", values=["range", "mean_sigma"], aggfunc="first", sort=False
+    ).reindex(columns=[(cell, task) for task in tasks for cell in ("range", "mean_sigma")])
     header = ["Family", "Initialization"]
-    for task in tasks:
-        name = TASK_DISPLAY.get(task, task)
+    for name in (TASK_DISPLAY.get(task, task) for task in tasks):
         header += [f"{name} Range (min, max)", f"{name} Mean (sigma)"]
-    md_rows = []
-    for (family, label), group in table.groupby(["family", "label"], sort=False):
-        row = [family, label]
-        for task in tasks:
-            hit = group[group["task"] == task]
-            row += [_range(hit.iloc[0]), _mean_sigma(hit.iloc[0])] if len(hit) else ["-", "-"]
-        md_rows.append(row)
-    write_csv_md(out_csv, out_md, table, markdown_table(header, md_rows))
+    rows = [[*key, *values] for key, values in zip(wide.index, wide.fillna("-").to_numpy().tolist())]
+    write_csv_md(out_csv, out_md, table, markdown_table(header, rows))
     return table
 
 
-def write_table6(
-    layers: dict[str, str],
-    family: str,
-    source_display: str,
-    pos_rows: int,
-    pos_base: float,
-    out_csv: str,
-    out_md: str,
-) -> pd.DataFrame:
+def write_table6(layers: dict, family: str, source_display: str, pos_rows: int, pos_base: float, out_csv, out_md):
     """Table 6: each layer (initializer -> .npy path) as is and scaled by sqrt(D), then P (its first pos_rows rows).
 
     Shows the scale mismatch the paper discusses: the model multiplies embeddings by sqrt(D) before adding P.
     P's mean depends on its length; the paper's 0.131 at D = 300 matches about 5,000 rows (config
-    `table6.pos_rows`), not the model's max_len.
-
-    Rows are labelled with the block's `family` ("GloVe", "GloVe_Xavier"), as in Tables 2 and 8 (the paper's
-    Table 6 is a GloVe table, hence the default); the source actually used (`source_display`, e.g. a stand-in)
-    is the CSV's `source_display` column of the rows built from it, and the Markdown's note.
+    `table6.pos_rows`), not the model's max_len. Rows are labelled with the block's `family`, as in Tables 2 and
+    8; the source actually used (`source_display`, e.g. a stand-in) is in the pre-trained rows and the note.
     """
     rows = []
-    dim = None
     for initializer, path in layers.items():
         x = np.load(path)
-        dim = x.shape[1]
-        label = display_name(initializer, family)
+        label, dim = display_name(initializer, family), x.shape[1]
         source = source_display if "Pretrained" in initializer else None
         rows.append({"layer": label, **matrix_stats(x), "source_display": source})
         scaled = matrix_stats(x.astype(np.float64) * math.sqrt(dim))

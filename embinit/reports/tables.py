@@ -116,16 +116,9 @@ def summarize(long: pd.DataFrame, versus=("initializer", "Xavier")):
         comparison = compare_to_xavier(values, base if first[column] != reference else base.iloc[:0])
         if versus != ("initializer", "Xavier"):
             comparison[f"diff_vs_{reference.lower()}"] = comparison.pop("diff_vs_xavier")
+        stats = {"metric": first.metric, "mean": values.mean(), "std": values.std(ddof=1), "n_seeds": len(values)}
         rows.append(
-            {
-                **first[SUMMARY_KEYS].to_dict(),
-                "metric": first.metric,
-                "mean": values.mean(),
-                "std": values.std(ddof=1),
-                "n_seeds": len(values),
-                "mean_best_epoch": group.best_epoch.mean(),
-                **comparison,
-            }
+            {**first[SUMMARY_KEYS].to_dict(), **stats, "mean_best_epoch": group.best_epoch.mean(), **comparison}
         )
     return pd.DataFrame(rows)
 
@@ -141,6 +134,13 @@ def _sources_note(summary: pd.DataFrame) -> str:
     return "Sources actually used:\n\n" + "\n".join(lines) + "\n"
 
 
+def _write_with_sources(summary: pd.DataFrame, csv_path, md_path, title: str, body: str) -> pd.DataFrame:
+    """A table of seeded results: the summary as CSV; as Markdown the title, the body and, so that a stand-in is
+    never read as the paper's source, the sources each block used."""
+    write_csv_md(csv_path, md_path, summary, f"# {title}\n\n{body}\n{_sources_note(summary)}")
+    return summary
+
+
 def paired_cell(c, diff: float) -> str:
     """'+1.2 [-0.3, +2.8] p=0.041': the paired difference, its 95% t-interval and t-test p; '-' without pairs."""
     if pd.isna(diff):
@@ -153,30 +153,22 @@ def paired_cell(c, diff: float) -> str:
 def _wide(summary: pd.DataFrame, render, epoch: bool) -> pd.DataFrame:
     """Table 1's grid: a row per family x initializer (sheet order), per task a column per metric (its display
     name, "Match" for MNLI's matched accuracy) and, with `epoch`, the tasks' mean best epochs ("m / mm")."""
-    shown = summary[summary.metric.isin(list(METRIC_DISPLAY))].copy()
-    shown["cell"] = [render(c) for c in shown.itertuples()]
-    shown["epoch"] = shown.mean_best_epoch.map("{:.1f}".format)
-    shown["task"] = pd.Categorical(
-        shown.task, [t for t in TASK_DISPLAY if t in set(shown.task)] + sorted(set(shown.task) - set(TASK_DISPLAY))
-    )
-    shown["metric"] = pd.Categorical(shown.metric, list(METRIC_DISPLAY))
-    rows = ["family", "initializer"]
-    for key in rows:
-        shown[key] = pd.Categorical(shown[key], list(dict.fromkeys(shown[key])))
-    cells = shown.pivot_table(index=rows, columns=["task", "metric"], values="cell", aggfunc="first", observed=True)
+    shown = summary[summary.metric.isin(list(METRIC_DISPLAY))]
+    shown = shown.assign(cell=[render(c) for c in shown.itertuples()], epoch=shown.mean_best_epoch.map("{:.1f}".format))
+    tasks = [t for t in TASK_DISPLAY if t in set(shown.task)] + sorted(set(shown.task) - set(TASK_DISPLAY))
+    order = {"task": tasks, "metric": list(METRIC_DISPLAY), "family": None, "initializer": None}  # None: as seen
+    shown = shown.assign(**{k: pd.Categorical(shown[k], v or pd.unique(shown[k])) for k, v in order.items()})
+    keys = {"index": ["family", "initializer"], "columns": ["task", "metric"]}
+    grid = shown.pivot_table(values=["cell", "epoch"], **keys, aggfunc="first", observed=True)
     columns = {}
-    for task in shown.task.cat.categories:
-        metrics = [m for m in METRIC_DISPLAY if (task, m) in cells.columns]
+    for task in tasks:
+        metrics = [m for m in METRIC_DISPLAY if ("cell", task, m) in grid.columns]
         for m in metrics:
             name = "Match" if m == "accuracy_pct" and len(metrics) > 1 else METRIC_DISPLAY[m]
-            columns[f"{TASK_DISPLAY.get(task, task)} {name}"] = cells[(task, m)].fillna("-")
+            columns[f"{TASK_DISPLAY.get(task, task)} {name}"] = grid["cell", task, m].fillna("-")
         if epoch:
-            epochs = shown[shown.task == task].pivot_table(
-                index=rows, columns="metric", values="epoch", aggfunc="first", observed=True
-            )
-            epochs = epochs.reindex(cells.index)
-            columns[f"{task} epoch"] = epochs[metrics].fillna("-").agg(" / ".join, axis=1)
-    return pd.DataFrame(columns, index=cells.index)
+            columns[f"{task} epoch"] = grid["epoch"][task][metrics].fillna("-").agg(" / ".join, axis=1)
+    return pd.DataFrame(columns, index=grid.index)
 
 
 def _grid_markdown(summary: pd.DataFrame, render, suffix: str, epoch: bool) -> str:
@@ -191,30 +183,20 @@ def _grid_markdown(summary: pd.DataFrame, render, suffix: str, epoch: bool) -> s
     return markdown_table(header, rows)
 
 
-def _result_markdown(summary: pd.DataFrame, title: str) -> str:
-    return (
-        f"# {title}\n\nAccuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
-        + _grid_markdown(summary, lambda c: format_mean_std(c.mean, c.std), " (σ)", epoch=True)
-        + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
-        "mean [95% t-interval], paired t-test p.\n\n"
-        + _grid_markdown(summary, lambda c: paired_cell(c, c.diff_vs_xavier), " Δ", epoch=False)
-        + "\n"
-        + _sources_note(summary)
-    )
-
-
 def result_table(runs: pd.DataFrame, csv_path, md_path, title: str, references=()):
     """Table 1 (or Table 7, the Xavier_Pretrained control, in its layout): per block and initializer its metrics
     over seeds and the paired difference to Xavier. `references` are initializers whose runs serve only as the
     reference, not as rows (Table 7 lists the control alone)."""
     summary = summarize(per_seed(runs))
     summary = summary[~summary.initializer.isin(references)].reset_index(drop=True)
-    write_csv_md(csv_path, md_path, summary, _result_markdown(summary, title))
-    return summary
-
-
-def _trainable(value) -> str:
-    return {True: "yes", False: "no"}.get(value, f"{value} only")
+    body = (
+        "Accuracy in %, BLEU as is: mean (σ) over seeds; Epoch: mean best epoch (1-based).\n\n"
+        + _grid_markdown(summary, lambda c: format_mean_std(c.mean, c.std), " (σ)", epoch=True)
+        + "\nBeyond the paper: difference to Xavier of the same block, paired by seed: "
+        "mean [95% t-interval], paired t-test p.\n\n"
+        + _grid_markdown(summary, lambda c: paired_cell(c, c.diff_vs_xavier), " Δ", epoch=False)
+    )
+    return _write_with_sources(summary, csv_path, md_path, title, body)
 
 
 def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
@@ -228,25 +210,12 @@ def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
     rows = []
     for init, variant in runs[["initializer", "variant"]].drop_duplicates().itertuples(index=False):
         loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
-        rows.append(
-            [
-                loss.label,
-                _trainable(loss.embedding_trainable),
-                "yes" if loss.pos_encoding else "no",
-                f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})",
-                format_mean_std(bleu["mean"], bleu["std"]),
-            ]
-        )
+        trainable = {True: "yes", False: "no"}.get(loss.embedding_trainable, f"{loss.embedding_trainable} only")
+        cells = [f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})", format_mean_std(bleu["mean"], bleu["std"])]
+        rows.append([loss.label, trainable, "yes" if loss.pos_encoding else "no", *cells])
     header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)"]
-    blocks = ", ".join(dict.fromkeys(runs.block))
-    md = (
-        f"# Table 3 ({blocks})\n\nMean over seeds; epoch = mean best epoch (1-based).\n\n"
-        + markdown_table(header, rows)
-        + "\n"
-        + _sources_note(summary)
-    )
-    write_csv_md(csv_path, md_path, summary, md)
-    return summary
+    body = "Mean over seeds; epoch = mean best epoch (1-based).\n\n" + markdown_table(header, rows)
+    return _write_with_sources(summary, csv_path, md_path, f"Table 3 ({', '.join(pd.unique(runs.block))})", body)
 
 
 CROSSED = {  # Tables 9 and 11: the switch whose values are the row groups, the reference, the Δ's meaning
@@ -274,40 +243,32 @@ def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path):
     or Table 11 (the translator's output projection untied, tied or initialized from the decoder's layer): a row
     per variant x initializer, per block its main metric and the paired Δ against the reference of CROSSED."""
     title, switch, setting, versus, why = CROSSED[name]
-    runs = runs.sort_values("variant", key=_first_seen, kind="stable")  # rows grouped by variant, as printed
+    first_seen = {v: i for i, v in enumerate(pd.unique(runs.variant))}  # rows grouped by variant, as printed
+    runs = runs.sort_values("variant", key=lambda v: v.map(first_seen), kind="stable")
     summary = summarize(per_seed(runs), versus)
-    summary.insert(4, switch, summary.variant.map(runs.drop_duplicates("variant").set_index("variant")[switch]))
+    shown = runs.drop_duplicates("variant").set_index("variant")[switch]
+    summary.insert(4, switch, summary.variant.map(shown))
     diff = "diff_vs_xavier" if versus[0] == "initializer" else "diff_vs_base"
-    blocks = list(dict.fromkeys(runs.block))
+    blocks = pd.unique(runs.block)
     main = {b: "bleu" if "bleu" in set(summary.metric[summary.block == b]) else "accuracy_pct" for b in blocks}
     cell = summary.set_index(["block", "variant", "initializer", "metric"])
     header = [setting, "Embedding"]
     for b in blocks:
-        shown = f"{TASK_DISPLAY.get(summary.task[summary.block == b].iloc[0], b)} {METRIC_DISPLAY[main[b]]}"
-        header += [f"{shown} (σ)", f"{shown} Δ"]
-    shown = runs.drop_duplicates("variant").set_index("variant")[switch]
-    pairs = runs[["variant", "initializer", "label"]].drop_duplicates(["variant", "initializer"])
+        metric = f"{TASK_DISPLAY.get(summary.task[summary.block == b].iloc[0], b)} {METRIC_DISPLAY[main[b]]}"
+        header += [f"{metric} (σ)", f"{metric} Δ"]
     rows = []
+    pairs = runs[["variant", "initializer", "label"]].drop_duplicates(["variant", "initializer"])
     for variant, init, label in pairs.itertuples(index=False):
         row = [shown[variant], label]
         for b in blocks:
             c = cell.loc[(b, variant, init, main[b])] if (b, variant, init, main[b]) in cell.index else None
             row += ["-", "-"] if c is None else [format_mean_std(c["mean"], c["std"]), paired_cell(c, c[diff])]
         rows.append(row)
-    md = (
-        f"# {title}\n\n{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired "
-        "difference (by seed) with its 95% t-interval and paired t-test p.\n\n"
-        + markdown_table(header, rows)
-        + "\n"
-        + _sources_note(summary)
+    body = (
+        f"{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired difference (by seed) "
+        "with its 95% t-interval and paired t-test p.\n\n" + markdown_table(header, rows)
     )
-    write_csv_md(csv_path, md_path, summary, md)
-    return summary
-
-
-def _first_seen(column: pd.Series) -> pd.Series:
-    """A sort key that keeps a column's values in the order they first appear (the sheet's order)."""
-    return column.map({v: i for i, v in enumerate(dict.fromkeys(column))})
+    return _write_with_sources(summary, csv_path, md_path, title, body)
 
 
 def _single(block: str, name: str, values: pd.Series):
@@ -318,20 +279,18 @@ def _single(block: str, name: str, values: pd.Series):
     return unique[0] if len(unique) else np.nan
 
 
+NAMES = ["block", "task", "family", "sources", "source_display"]
 SIZES = ["params", "epochs", "batch_size", "vocab_encoder", "vocab_decoder", "train_size"]
 
 
 def _sizes(row: dict) -> dict:
     """A run's Table 5 entries: its block's names, then the sizes and minutes its final.json reports."""
-    final = read_final(row["final"])
-    vocab = field(row["final"], final, "vocab_sizes")
-    return {
-        **{k: row[k] for k in ("block", "task", "family", "sources", "source_display")},
-        **{k: field(row["final"], final, k) for k in ("params", "epochs", "batch_size", "train_size")},
-        "vocab_encoder": vocab["encoder"],
-        "vocab_decoder": vocab.get("decoder"),
-        "train_minutes_per_epoch": field(row["final"], final, "train_minutes_per_epoch"),
-    }
+    path, final = row["final"], read_final(row["final"])
+    vocab = field(path, final, "vocab_sizes")
+    reported = {k: field(path, final, k) for k in ("params", "epochs", "batch_size", "train_size")}
+    vocab_sizes = {"vocab_encoder": vocab["encoder"], "vocab_decoder": vocab.get("decoder")}
+    minutes = field(path, final, "train_minutes_per_epoch")
+    return {**{k: row[k] for k in NAMES}, **reported, **vocab_sizes, "train_minutes_per_epoch": minutes}
 
 
 def table5(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
@@ -340,45 +299,27 @@ def table5(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
     for block, part in pd.DataFrame([_sizes(row) for row in runs.to_dict("records")]).groupby("block", sort=False):
         minutes = part.train_minutes_per_epoch
         table.append(
-            {
-                **part.iloc[0][["block", "task", "family", "sources", "source_display"]].to_dict(),
-                **{name: _single(block, name, part[name]) for name in SIZES},
-                "train_minutes_per_epoch": minutes.mean(),
-                "train_minutes_per_epoch_std": minutes.std(ddof=1),
-                "n_runs": len(part),
-            }
+            part.iloc[0][NAMES].to_dict()
+            | {name: _single(block, name, part[name]) for name in SIZES}
+            | {"train_minutes_per_epoch": minutes.mean(), "train_minutes_per_epoch_std": minutes.std(ddof=1)}
+            | {"n_runs": len(part)}
         )
     table = pd.DataFrame(table)
-    vocab = [
-        f"{r.vocab_encoder:,.0f}" + ("" if pd.isna(r.vocab_decoder) else f" / {r.vocab_decoder:,.0f}")
-        for r in table.itertuples()
-    ]
-    rows = [
-        [
-            r.block,
-            r.source_display,
-            f"{r.params / 1e6:.1f}M",
-            str(int(r.epochs)),
-            str(int(r.batch_size)),
-            v,
-            f"{r.train_size:,.0f}",
-            f"{r.train_minutes_per_epoch:.2f}",
-        ]  # fmt: skip
-        for r, v in zip(table.itertuples(), vocab)
-    ]
-    header = [
-        "Block",
-        "Sources",
-        "Params",
-        "Epochs",
-        "Batch size",
-        "Vocab (enc / dec)",
-        "Train size",
-        "Minutes / epoch",
-    ]
+    decoder = table.vocab_decoder.map(lambda v: "" if pd.isna(v) else f" / {v:,.0f}")
+    shown = {
+        "Block": table.block,
+        "Sources": table.source_display,
+        "Params": table.params.map(lambda p: f"{p / 1e6:.1f}M"),
+        "Epochs": table.epochs.map(lambda e: str(int(e))),
+        "Batch size": table.batch_size.map(lambda b: str(int(b))),
+        "Vocab (enc / dec)": table.vocab_encoder.map("{:,.0f}".format) + decoder,
+        "Train size": table.train_size.map("{:,.0f}".format),
+        "Minutes / epoch": table.train_minutes_per_epoch.map("{:.2f}".format),
+    }
     md = (
         "# Table 5\n\nFrom the runs' own final.json; minutes per epoch: training time only (validation "
-        "excluded, as in the paper), mean over runs (hardware-dependent).\n\n" + markdown_table(header, rows)
+        "excluded, as in the paper), mean over runs (hardware-dependent).\n\n"
+        + markdown_table(list(shown), pd.DataFrame(shown).to_numpy().tolist())
     )
     write_csv_md(csv_path, md_path, table, md)
     return table
