@@ -243,27 +243,27 @@ def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path):
     or Table 11 (the translator's output projection untied, tied or initialized from the decoder's layer): a row
     per variant x initializer, per block its main metric and the paired Δ against the reference of CROSSED."""
     title, switch, setting, versus, why = CROSSED[name]
-    first_seen = {v: i for i, v in enumerate(pd.unique(runs.variant))}  # rows grouped by variant, as printed
-    runs = runs.sort_values("variant", key=lambda v: v.map(first_seen), kind="stable")
+    runs = runs.iloc[np.argsort(pd.factorize(runs.variant)[0], kind="stable")]  # grouped by variant, as printed
     summary = summarize(per_seed(runs), versus)
-    shown = runs.drop_duplicates("variant").set_index("variant")[switch]
-    summary.insert(4, switch, summary.variant.map(shown))
-    diff = "diff_vs_xavier" if versus[0] == "initializer" else "diff_vs_base"
-    blocks = pd.unique(runs.block)
-    main = {b: "bleu" if "bleu" in set(summary.metric[summary.block == b]) else "accuracy_pct" for b in blocks}
-    cell = summary.set_index(["block", "variant", "initializer", "metric"])
-    header = [setting, "Embedding"]
-    for b in blocks:
-        metric = f"{TASK_DISPLAY.get(summary.task[summary.block == b].iloc[0], b)} {METRIC_DISPLAY[main[b]]}"
-        header += [f"{metric} (σ)", f"{metric} Δ"]
-    rows = []
-    pairs = runs[["variant", "initializer", "label"]].drop_duplicates(["variant", "initializer"])
-    for variant, init, label in pairs.itertuples(index=False):
-        row = [shown[variant], label]
-        for b in blocks:
-            c = cell.loc[(b, variant, init, main[b])] if (b, variant, init, main[b]) in cell.index else None
-            row += ["-", "-"] if c is None else [format_mean_std(c["mean"], c["std"]), paired_cell(c, c[diff])]
-        rows.append(row)
+    summary.insert(4, switch, summary.variant.map(runs.drop_duplicates("variant").set_index("variant")[switch]))
+    translators = summary.block[summary.metric == "bleu"]
+    main = summary[summary.metric == np.where(summary.block.isin(translators), "bleu", "accuracy_pct")]  # per block
+    cells = main.assign(
+        value=[format_mean_std(c.mean, c.std) for c in main.itertuples()],
+        delta=[paired_cell(c, getattr(c, f"diff_vs_{versus[1].lower()}")) for c in main.itertuples()],
+    )
+    blocks, shown = pd.unique(runs.block), runs.drop_duplicates(["variant", "initializer"])
+    grid = cells.pivot_table(
+        index=["variant", "initializer"], columns="block", values=["value", "delta"], aggfunc="first"
+    )
+    grid = grid.reindex(
+        index=pd.MultiIndex.from_frame(shown[["variant", "initializer"]]),
+        columns=[(cell, b) for b in blocks for cell in ("value", "delta")],
+    ).set_axis(pd.MultiIndex.from_frame(shown[[switch, "label"]]))
+    names = main.drop_duplicates("block").set_index("block")
+    metrics = [f"{TASK_DISPLAY.get(names.task[b], b)} {METRIC_DISPLAY[names.metric[b]]}" for b in blocks]
+    header = [setting, "Embedding", *(f"{metric} {cell}" for metric in metrics for cell in ("(σ)", "Δ"))]
+    rows = grid.fillna("-").reset_index().to_numpy().tolist()
     body = (
         f"{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired difference (by seed) "
         "with its 95% t-interval and paired t-test p.\n\n" + markdown_table(header, rows)
