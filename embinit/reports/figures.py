@@ -36,17 +36,17 @@ def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     metrics.parquet, ...). Also writes the plotted curves as CSV.
     """
     frames = [
-        _read_metrics(r.metrics, ["epoch", "valid_paper_bleu"]).assign(block=r.block, initializer=r.initializer)
+        _read_metrics(r.metrics, ["epoch", "valid_paper_bleu"]).assign(
+            block=r.block, initializer=r.initializer, label=r.label
+        )
         for r in runs.itertuples()
     ]
     curves = (
         pd.concat(frames)
-        .groupby(["block", "initializer", "epoch"], sort=False)
+        .groupby(["block", "initializer", "label", "epoch"], sort=False)  # a label per block and initializer
         .valid_paper_bleu.agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count")
         .reset_index()
     )
-    labels = runs.drop_duplicates(["block", "initializer"]).set_index(["block", "initializer"]).label
-    curves.insert(2, "label", [labels[key] for key in zip(curves.block, curves.initializer)])
     blocks = runs.drop_duplicates("block")
     fig = Figure(figsize=(5 * len(blocks), 4), layout="constrained")
     for ax, block in zip(fig.subplots(1, len(blocks), squeeze=False)[0], blocks.itertuples()):

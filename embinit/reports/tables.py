@@ -124,11 +124,11 @@ def summarize(long: pd.DataFrame, versus=("initializer", "Xavier")):
 
 
 def _sources_note(summary: pd.DataFrame) -> str:
-    seeds = summary.groupby("block", sort=False).n_seeds.agg(["min", "max"])
+    # seeds per cell: "3", or "2-3" when the block's cells differ
+    seeds = summary.groupby("block", sort=False).n_seeds.agg(lambda n: "-".join(map(str, sorted({n.min(), n.max()}))))
     lines = [
         f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} [{r.sources}]; "
-        f"seeds per cell: {seeds.at[r.block, 'min']}"
-        + ("" if seeds.at[r.block, "min"] == seeds.at[r.block, "max"] else f"-{seeds.at[r.block, 'max']}")
+        f"seeds per cell: {seeds[r.block]}"
         for r in summary.drop_duplicates("block").itertuples()
     ]
     return "Sources actually used:\n\n" + "\n".join(lines) + "\n"
@@ -151,14 +151,14 @@ def paired_cell(c, diff: float) -> str:
 
 
 def _wide(summary: pd.DataFrame, render, epoch: bool) -> pd.DataFrame:
-    """Table 1's grid: a row per family x initializer (sheet order), per task a column per metric (its display
+    """Table 1's grid: a row per family x initializer (sheet order, with its label), per task a column per metric (its display
     name, "Match" for MNLI's matched accuracy) and, with `epoch`, the tasks' mean best epochs ("m / mm")."""
     shown = summary[summary.metric.isin(list(METRIC_DISPLAY))]
     shown = shown.assign(cell=[render(c) for c in shown.itertuples()], epoch=shown.mean_best_epoch.map("{:.1f}".format))
     tasks = [t for t in TASK_DISPLAY if t in set(shown.task)] + sorted(set(shown.task) - set(TASK_DISPLAY))
     order = {"task": tasks, "metric": list(METRIC_DISPLAY), "family": None, "initializer": None}  # None: as seen
     shown = shown.assign(**{k: pd.Categorical(shown[k], v or pd.unique(shown[k])) for k, v in order.items()})
-    keys = {"index": ["family", "initializer"], "columns": ["task", "metric"]}
+    keys = {"index": ["family", "initializer", "label"], "columns": ["task", "metric"]}  # a label per row
     grid = shown.pivot_table(values=["cell", "epoch"], **keys, aggfunc="first", observed=True)
     columns = {}
     for task in tasks:
@@ -175,11 +175,10 @@ def _grid_markdown(summary: pd.DataFrame, render, suffix: str, epoch: bool) -> s
     """Table 1's layout with a bold header row per family; labels are the sheet's."""
     wide = _wide(summary, render, epoch)
     header = ["Embedding"] + ["Epoch" if c.endswith(" epoch") else c + suffix for c in wide.columns]
-    labels = summary.drop_duplicates(["family", "initializer"]).set_index(["family", "initializer"]).label
     rows = []
     for family, part in wide.groupby(level="family", sort=False, observed=True):
         rows.append([f"**{family}**"] + [""] * len(wide.columns))
-        rows += [[labels[key], *values] for key, values in zip(part.index, part.to_numpy().tolist())]
+        rows += part.droplevel(["family", "initializer"]).reset_index().to_numpy().tolist()  # label, cells
     return markdown_table(header, rows)
 
 
