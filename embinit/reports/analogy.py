@@ -269,11 +269,10 @@ def _table10_markdown(table: pd.DataFrame, runs: pd.DataFrame, config: dict, n_t
     t4, first = config["table4"], table.iloc[0]
     cells = [format_mean_std(100 * m, 100 * s) for m, s in zip(table.accuracy_mean, table.accuracy_std)]
     wide = table.assign(cell=cells).pivot_table(
-        index="label", columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
-    )
-    seeds = table.groupby("label", sort=False).n_seeds.first()
+        index=["label", "n_seeds"], columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
+    )  # the same seeds at every stage and representation
     columns = [(rep, stage) for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES]
-    rows = [[label, *wide.loc[label, columns], str(n)] for label, n in seeds.items()]
+    rows = [[label, *cells, str(n)] for (label, n), cells in zip(wide.index, wide[columns].to_numpy().tolist())]
     epochs = ", ".join(str(e) for e in sorted({read_final(f)["epochs"] for f in runs.final}))
     header = ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"]
     return (
@@ -286,7 +285,7 @@ def _table10_markdown(table: pd.DataFrame, runs: pd.DataFrame, config: dict, n_t
         "row); model input: x sqrt(D) + P, one random row of P (base "
         f"{config['model']['pos_base']}) per word drawn from the first {t4['pos_rows']:,} rows with seed "
         f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {epochs} epochs; seeds per initializer: "
-        + ", ".join(f"{label} {n}" for label, n in seeds.items())
+        + ", ".join(f"{label} {n}" for label, n in wide.index)
         + f" (variant {runs.variant.iloc[0]}).\n\n"
         + markdown_table(header, rows)
     )

@@ -59,9 +59,8 @@ def write_table6(layers: dict, family: str, source_display: str, pos_rows: int, 
         x = np.load(path)
         label, dim = display_name(initializer, family), x.shape[1]
         source = source_display if "Pretrained" in initializer else None
-        rows.append({"layer": label, **matrix_stats(x), "source_display": source})
-        scaled = matrix_stats(x.astype(np.float64) * math.sqrt(dim))
-        rows.append({"layer": f"{label} scaled", **scaled, "source_display": source})
+        for suffix, y in (("", x), (" scaled", x.astype(np.float64) * math.sqrt(dim))):
+            rows.append({"layer": label + suffix, **matrix_stats(y), "source_display": source})
     rows.append({"layer": "Position encoding", **matrix_stats(sinusoidal_table(pos_rows, dim, pos_base))})
     table = pd.DataFrame(rows, columns=["layer", "min", "max", "mean", "sigma", "source_display"])
     md_rows = [
