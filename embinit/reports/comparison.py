@@ -145,18 +145,19 @@ def seeded_cells(runs: pd.DataFrame) -> pd.DataFrame:
 
 def expand(check: Check, paper: pd.DataFrame) -> list[Check]:
     """A template's checks, one per value of its placeholders among the paper's rows and columns."""
-    families = [r.split(" / ")[0] for r in paper.row[paper.table == 1]]
+    table, _, column = next(iter(check.terms))
+    families = [None]
+    if "{family}" in check.claim:
+        families = paper.row[paper.table == 1].str.split(" / ").str[0]
+        families = families[families != "GloVe"].unique()
+    columns = [None]
+    if "{col}" in column:
+        pattern = re.escape(column).replace(re.escape("{col}"), "(.+)") + (" mean" if table in SEEDED else "")
+        columns = paper.column[paper.table == table].str.extract(f"^{pattern}$")[0].dropna().unique()
     checks = []
-    for family in dict.fromkeys(f for f in families if f != "GloVe") if "{family}" in check.claim else [None]:
-        table, _, column = next(iter(check.terms))
-        pattern = re.compile(
-            re.escape(column).replace(re.escape("{col}"), "(.+)") + (" mean" if table in SEEDED else "")
-        )
-        found = [m[1] for m in map(pattern.fullmatch, paper.column[paper.table == table]) if m and m.groups()]
-        for col in dict.fromkeys(found) if "{col}" in column else [None]:
-            fill = {"family": family, "col": col}
-            terms = {(t, r.format(**fill), c.format(**fill)): k for (t, r, c), k in check.terms.items()}
-            checks.append(check._replace(claim=check.claim.format(**fill), terms=terms))
+    for fill in ({"family": family, "col": col} for family in families for col in columns):
+        terms = {(t, r.format(**fill), c.format(**fill)): k for (t, r, c), k in check.terms.items()}
+        checks.append(check._replace(claim=check.claim.format(**fill), terms=terms))
     return checks
 
 
@@ -200,12 +201,11 @@ def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.D
             return out
         d = (wide[list(check.terms)] * list(check.terms.values())).sum(axis=1, min_count=len(check.terms)).dropna()
         paired = paired_difference(d)
-        out.update(diff=paired["diff"], n_seeds=len(d), p=paired["p_paired_t"], verdict="undecided")
+        verdict = _verdict(paired["ci_low"], paired["ci_high"], sign)  # no interval below 2 seeds: undecided
+        out.update(diff=paired["diff"], n_seeds=len(d), p=paired["p_paired_t"], verdict=verdict)
         out.update(ci_low=paired["ci_low"], ci_high=paired["ci_high"])
-        if len(d) >= 2:
-            out["verdict"] = _verdict(paired["ci_low"], paired["ci_high"], sign)
-            if out["verdict"] == "undecided":
-                out["seeds_needed"] = seeds_to_decide(d.mean(), d.std(ddof=1))
+        if verdict == "undecided" and len(d) >= 2:
+            out["seeds_needed"] = seeds_to_decide(d.mean(), d.std(ddof=1))
         return out
     values = ours.set_index(key).ours
     if set(check.terms) <= set(values.index) and sign:
