@@ -151,8 +151,9 @@ def paired_cell(c, diff: float) -> str:
 
 
 def _wide(summary: pd.DataFrame, render, epoch: bool) -> pd.DataFrame:
-    """Table 1's grid: a row per family x initializer (sheet order, with its label), per task a column per metric (its display
-    name, "Match" for MNLI's matched accuracy) and, with `epoch`, the tasks' mean best epochs ("m / mm")."""
+    """Table 1's grid: a row per family x initializer (sheet order, with its label), per task a column per metric
+    (its display name, "Match" for MNLI's matched accuracy) and, with `epoch`, the tasks' mean best epochs
+    ("m / mm")."""
     shown = summary[summary.metric.isin(list(METRIC_DISPLAY))]
     shown = shown.assign(cell=[render(c) for c in shown.itertuples()], epoch=shown.mean_best_epoch.map("{:.1f}".format))
     tasks = [t for t in TASK_DISPLAY if t in set(shown.task)] + sorted(set(shown.task) - set(TASK_DISPLAY))
