@@ -177,12 +177,6 @@ def seeds_to_decide(mean: float, sd: float, power: float = 0.8, alpha: float = 0
     return None
 
 
-def _verdict(low: float, high: float, sign: int) -> str:
-    if low > 0 or high < 0:
-        return "holds" if (low > 0) == (sign > 0) else "contradicted"
-    return "undecided"
-
-
 def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.DataFrame) -> dict:
     """The evidence and verdict of one expanded check: our difference (paired by seed on result tables), its 95%
     t-interval, p, seeds and the seeds an undecided one would need; the paper's difference beside it."""
@@ -201,9 +195,11 @@ def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.D
             return out
         d = (wide[list(check.terms)] * list(check.terms.values())).sum(axis=1, min_count=len(check.terms)).dropna()
         paired = paired_difference(d)
-        verdict = _verdict(paired["ci_low"], paired["ci_high"], sign)  # no interval below 2 seeds: undecided
-        out.update(diff=paired["diff"], n_seeds=len(d), p=paired["p_paired_t"], verdict=verdict)
-        out.update(ci_low=paired["ci_low"], ci_high=paired["ci_high"])
+        low, high = paired["ci_low"], paired["ci_high"]  # NaN below 2 seeds: undecided
+        side = "holds" if (low > 0) == (sign > 0) else "contradicted"  # if the interval excludes zero
+        verdict = side if low > 0 or high < 0 else "undecided"
+        out.update(diff=paired["diff"], ci_low=low, ci_high=high, p=paired["p_paired_t"])
+        out.update(n_seeds=len(d), verdict=verdict)
         if verdict == "undecided" and len(d) >= 2:
             out["seeds_needed"] = seeds_to_decide(d.mean(), d.std(ddof=1))
         return out

@@ -123,21 +123,17 @@ def summarize(long: pd.DataFrame, versus=("initializer", "Xavier")):
     return pd.DataFrame(rows)
 
 
-def _sources_note(summary: pd.DataFrame) -> str:
-    # seeds per cell: "3", or "2-3" when the block's cells differ
-    seeds = summary.groupby("block", sort=False).n_seeds.agg(lambda n: "-".join(map(str, sorted({n.min(), n.max()}))))
-    lines = [
-        f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} [{r.sources}]; "
-        f"seeds per cell: {seeds[r.block]}"
-        for r in summary.drop_duplicates("block").itertuples()
-    ]
-    return "Sources actually used:\n\n" + "\n".join(lines) + "\n"
-
-
 def _write_with_sources(summary: pd.DataFrame, csv_path, md_path, title: str, body: str) -> pd.DataFrame:
     """A table of seeded results: the summary as CSV; as Markdown the title, the body and, so that a stand-in is
     never read as the paper's source, the sources each block used."""
-    write_csv_md(csv_path, md_path, summary, f"# {title}\n\n{body}\n{_sources_note(summary)}")
+    # seeds per cell: "3", or "2-3" when the block's cells differ
+    seeds = summary.groupby("block", sort=False).n_seeds.agg(lambda n: "-".join(map(str, sorted({n.min(), n.max()}))))
+    sources = "\n".join(
+        f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} [{r.sources}]; "
+        f"seeds per cell: {seeds[r.block]}"
+        for r in summary.drop_duplicates("block").itertuples()
+    )
+    write_csv_md(csv_path, md_path, summary, f"# {title}\n\n{body}\nSources actually used:\n\n{sources}\n")
     return summary
 
 
