@@ -210,11 +210,6 @@ def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.D
     return out
 
 
-def findings(paper: pd.DataFrame, ours: pd.DataFrame, seeded: pd.DataFrame) -> pd.DataFrame:
-    """Every expanded check of CHECKS with its evidence and verdict."""
-    return pd.DataFrame([evaluate(c, seeded, ours, paper) for check in CHECKS for c in expand(check, paper)])
-
-
 # --- outputs --------------------------------------------------------------------------------------------------
 
 
@@ -286,7 +281,8 @@ def paper_comparison(table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_pat
             found[int(m[1])] = path
     ours = pd.concat([table_cells(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in LAYOUT])
     cells = compare(paper, ours)
-    checks = findings(paper, ours, seeded_cells(runs))
+    seeded = seeded_cells(runs)
+    checks = pd.DataFrame([evaluate(c, seeded, ours, paper) for check in CHECKS for c in expand(check, paper)])
     names = ", ".join(p.name for _, p in sorted(found.items())) or "none"
     md = (
         f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_csv).name}) beside ours ({names}): {len(cells)} cells "
