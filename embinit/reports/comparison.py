@@ -104,14 +104,12 @@ def table_cells(table: int, frame: pd.DataFrame) -> pd.DataFrame:
         source=frame.get("source_display", frame.get("source", "")),
         n_seeds=frame.get("n_seeds", pd.NA),
     )
-    if "n_seeds" in frame and "std" in frame:
-        half = stats.t.ppf(0.975, frame.n_seeds.clip(lower=2) - 1) * frame["std"] / np.sqrt(frame.n_seeds)
-        frame = frame.assign(ci_low=frame["mean"] - half, ci_high=frame["mean"] + half)
     long = frame.melt(["row", "prefix", "source", "n_seeds"], [s for s in statistics if s in frame], "stat", "ours")
     long["column"] = (long.prefix + " " + long.stat).str.strip()
-    if "ci_low" in frame:  # the interval belongs to the mean's cell only
-        interval = frame.assign(stat="mean")[["row", "prefix", "stat", "ci_low", "ci_high"]]
-        long = long.merge(interval, on=["row", "prefix", "stat"], how="left")
+    if "std" in frame:  # a mean over seeds: its cell, and only that one, carries the interval
+        half = stats.t.ppf(0.975, frame.n_seeds.clip(lower=2) - 1) * frame["std"] / np.sqrt(frame.n_seeds)
+        interval = frame.assign(stat="mean", ci_low=frame["mean"] - half, ci_high=frame["mean"] + half)
+        long = long.merge(interval[["row", "prefix", "stat", "ci_low", "ci_high"]], how="left")  # on row, prefix, stat
     return long.assign(table=table).reindex(columns=[c for c in COLUMNS if c not in ("paper", "vs_paper")])
 
 
