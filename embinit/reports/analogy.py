@@ -272,7 +272,7 @@ def _table10_markdown(table: pd.DataFrame, runs: pd.DataFrame, config: dict, n_t
         index=["label", "n_seeds"], columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
     )  # the same seeds at every stage and representation
     columns = [(rep, stage) for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES]
-    rows = [[label, *cells, str(n)] for (label, n), cells in zip(wide.index, wide[columns].to_numpy().tolist())]
+    rows = [[label, *values, str(n)] for (label, n), values in zip(wide.index, wide[columns].to_numpy().tolist())]
     epochs = ", ".join(str(e) for e in sorted({read_final(f)["epochs"] for f in runs.final}))
     header = ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"]
     return (
