@@ -111,9 +111,7 @@ def analogy_accuracy(vectors: np.ndarray, tokens, questions, n_special: int = le
     Returns correct, applicable (all four words in the vocabulary), total questions and accuracy.
     """
     words = [t.lower() for t in list(tokens)[n_special:]]
-    first: dict[str, int] = {}
-    for row, w in enumerate(words):
-        first.setdefault(w, row)
+    first = {w: row for row, w in reversed(list(enumerate(words)))}  # rows last to first: a word keeps its first row
     word_of_row = np.array([first[w] for w in words])
     ids = np.array([[first[w] for w in q] for q in questions if all(w in first for w in q)], dtype=np.int64)
     emb = np.asarray(vectors, dtype=np.float64)[n_special:]
