@@ -14,12 +14,13 @@ from embinit.io import atomic_path
 from embinit.reports.format import TASK_DISPLAY
 
 
-def _read_metrics(path, columns: list[str]) -> pd.DataFrame:
-    metrics = pd.read_parquet(path)
+def _read_metrics(run, columns: list[str]) -> pd.DataFrame:
+    """These columns of a run's metrics.parquet, with the run's block, initializer and label."""
+    metrics = pd.read_parquet(run.metrics)
     missing = [c for c in columns if c not in metrics.columns]
     if missing:
-        raise KeyError(f"{path}: metrics.parquet has no column(s) {missing}")
-    return metrics[columns]
+        raise KeyError(f"{run.metrics}: metrics.parquet has no column(s) {missing}")
+    return metrics[columns].assign(block=run.block, initializer=run.initializer, label=run.label)
 
 
 def _band(ax, line: pd.DataFrame, mean: str, std: str, label: str) -> None:
@@ -35,14 +36,8 @@ def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     `runs` are the run sheet's rows of Figure 1 (columns block, initializer, label, seed, metrics: the run's
     metrics.parquet, ...). Also writes the plotted curves as CSV.
     """
-    frames = [
-        _read_metrics(r.metrics, ["epoch", "valid_paper_bleu"]).assign(
-            block=r.block, initializer=r.initializer, label=r.label
-        )
-        for r in runs.itertuples()
-    ]
     curves = (
-        pd.concat(frames)
+        pd.concat([_read_metrics(run, ["epoch", "valid_paper_bleu"]) for run in runs.itertuples()])
         .groupby(["block", "initializer", "label", "epoch"], sort=False)  # a label per block and initializer
         .valid_paper_bleu.agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count")
         .reset_index()
