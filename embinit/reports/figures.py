@@ -73,20 +73,24 @@ FIGURE2_QUANTITIES = {
 }
 
 
-def mechanism_quantities(metrics: pd.DataFrame, side: str, path) -> pd.DataFrame:
-    """Figure 2's quantities per epoch from one run's metrics.parquet (see FIGURE2_QUANTITIES)."""
+def mechanism_quantities(run, side: str) -> pd.DataFrame:
+    """Figure 2's quantities per epoch from one run's metrics.parquet (see FIGURE2_QUANTITIES), with its block,
+    initializer and seed."""
+    metrics = pd.read_parquet(run.metrics)
     layered = {q: [c for c in metrics.columns if re.fullmatch(rf"{q}_.+_\d+", c)] for q in ("entropy", "saturation")}
     needed = ["epoch", f"sigma_{side}", f"input_ratio_{side}", "grad_norm_embedding", "grad_norm_other"]
     missing = [c for c in needed if c not in metrics.columns] + [f"{q}_*" for q, cols in layered.items() if not cols]
     if missing:
         raise KeyError(
-            f"{path}: metrics.parquet has no mechanism column(s) {missing}; Figure 2 needs runs trained with "
+            f"{run.metrics}: metrics.parquet has no mechanism column(s) {missing}; Figure 2 needs runs trained with "
             "train.mechanism on (the default), so rerun them"
         )
     quantities = metrics[needed].rename(columns={f"sigma_{side}": "sigma", f"input_ratio_{side}": "input_ratio"})
     for q, cols in layered.items():
         quantities[q] = metrics[cols].mean(axis=1)
-    return quantities[["epoch", *FIGURE2_QUANTITIES]]
+    return quantities[["epoch", *FIGURE2_QUANTITIES]].assign(
+        block=run.block, initializer=run.initializer, seed=run.seed
+    )
 
 
 def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
@@ -97,12 +101,7 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     CSV: block, initializer, epoch, quantity, mean, std, n_seeds.
     """
     sides = {r.block: "decoder" if r.kind == "translation" else "encoder" for r in runs.itertuples()}
-    frames = [
-        mechanism_quantities(pd.read_parquet(r.metrics), sides[r.block], r.metrics).assign(
-            block=r.block, initializer=r.initializer, seed=r.seed
-        )
-        for r in runs.itertuples()
-    ]
+    frames = [mechanism_quantities(run, sides[run.block]) for run in runs.itertuples()]
     long = pd.concat(frames).melt(["block", "initializer", "seed", "epoch"], var_name="quantity", value_name="value")
     long["quantity"] = pd.Categorical(long.quantity, list(FIGURE2_QUANTITIES))
     for key in ("block", "initializer"):
