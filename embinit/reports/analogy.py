@@ -111,9 +111,7 @@ def analogy_accuracy(vectors: np.ndarray, tokens, questions, n_special: int = le
     Returns correct, applicable (all four words in the vocabulary), total questions and accuracy.
     """
     words = [t.lower() for t in list(tokens)[n_special:]]
-    first: dict[str, int] = {}
-    for row, w in enumerate(words):
-        first.setdefault(w, row)
+    first = {w: row for row, w in reversed(list(enumerate(words)))}  # rows last to first: a word keeps its first row
     word_of_row = np.array([first[w] for w in words])
     ids = np.array([[first[w] for w in q] for q in questions if all(w in first for w in q)], dtype=np.int64)
     emb = np.asarray(vectors, dtype=np.float64)[n_special:]
@@ -146,12 +144,13 @@ def evaluate(
     return pd.DataFrame(rows)
 
 
-def _source(config: dict, block: str, side: str, table: str) -> tuple[str, str]:
-    """The embedding source of a block's side and its display name (a stand-in says so in its display)."""
+def _source(config: dict, block: str, side: str, table: str) -> dict:
+    """The first columns of each CSV row: the block's side, its embedding source and the source's display name
+    (a stand-in says so in its display)."""
     source = config["blocks"][block]["sources"].get(side)
     if source is None:
         raise ValueError(f"{table}: side {side} of block {block} has no embedding source")
-    return source, config["sources"][source]["display"]
+    return {"block": block, "side": side, "source": source, "source_display": config["sources"][source]["display"]}
 
 
 class _Layer(NamedTuple):
@@ -162,18 +161,17 @@ class _Layer(NamedTuple):
 
 
 def _load_layer(vectors_npy, tokens_parquet, config: dict) -> _Layer:
-    block, side = config["table4"]["block"], config["table4"]["side"]
-    source, display = _source(config, block, side, "table4")
+    source = _source(config, config["table4"]["block"], config["table4"]["side"], "table4")
     vectors = np.load(vectors_npy)
     sidecar = pd.read_parquet(tokens_parquet, columns=["token", "matched"])
     if len(sidecar) != len(vectors):
         raise ValueError(f"{tokens_parquet}: {len(sidecar)} tokens for {len(vectors)} rows of {vectors_npy}")
     intro = (
-        f"3CosAdd word analogy, {side} layer of {block} (N = {len(vectors):,}, D = {vectors.shape[1]}); source: "
-        f"{display} ({source}), which has a vector for {int(sidecar.matched.sum()):,} of the {len(vectors):,} rows."
+        f"3CosAdd word analogy, {source['side']} layer of {source['block']} (N = {len(vectors):,}, "
+        f"D = {vectors.shape[1]}); source: {source['source_display']} ({source['source']}), which has a vector for "
+        f"{int(sidecar.matched.sum()):,} of the {len(vectors):,} rows."
     )
-    columns = {"block": block, "side": side, "source": source, "source_display": display}
-    return _Layer(vectors, sidecar.token.tolist(), columns, intro)
+    return _Layer(vectors, sidecar.token.tolist(), source, intro)
 
 
 def _pos_enc_note(spec: dict, pos_base: float) -> str:
@@ -185,10 +183,8 @@ def _pos_enc_note(spec: dict, pos_base: float) -> str:
 
 
 def _with_source(table: pd.DataFrame, source: dict) -> pd.DataFrame:
-    """The table with the layer's `source` columns (block, side, source, source_display) first, in place."""
-    for i, (column, value) in enumerate(source.items()):
-        table.insert(i, column, value)
-    return table
+    """The table with the layer's `source` columns (block, side, source, source_display) first."""
+    return table.assign(**source)[[*source, *table.columns]]
 
 
 def table4(vectors_npy, tokens_parquet, questions_path, config: dict, csv_path, md_path) -> pd.DataFrame:
@@ -263,9 +259,7 @@ def _table10_scores(runs: pd.DataFrame, side: str, tokens, questions, config: di
             for stage, layer in layers.items()
             for representation, name in TABLE10_REPRESENTATIONS.items()
         ]  # fmt: skip
-    scores = pd.DataFrame(rows)
-    scores["initializer"] = pd.Categorical(scores.initializer, list(dict.fromkeys(runs.initializer)))
-    return scores
+    return pd.DataFrame(rows)
 
 
 def _table10_markdown(table: pd.DataFrame, runs: pd.DataFrame, config: dict, n_tokens: int, dim: int) -> str:
@@ -273,11 +267,10 @@ def _table10_markdown(table: pd.DataFrame, runs: pd.DataFrame, config: dict, n_t
     t4, first = config["table4"], table.iloc[0]
     cells = [format_mean_std(100 * m, 100 * s) for m, s in zip(table.accuracy_mean, table.accuracy_std)]
     wide = table.assign(cell=cells).pivot_table(
-        index="label", columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
-    )
-    seeds = table.groupby("label", sort=False).n_seeds.first()
+        index=["label", "n_seeds"], columns=["representation", "stage"], values="cell", aggfunc="first", sort=False
+    )  # the same seeds at every stage and representation
     columns = [(rep, stage) for rep in TABLE10_REPRESENTATIONS for stage in TABLE10_STAGES]
-    rows = [[label, *wide.loc[label, columns], str(n)] for label, n in seeds.items()]
+    rows = [[label, *values, str(n)] for (label, n), values in zip(wide.index, wide[columns].to_numpy().tolist())]
     epochs = ", ".join(str(e) for e in sorted({read_final(f)["epochs"] for f in runs.final}))
     header = ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"]
     return (
@@ -290,7 +283,7 @@ def _table10_markdown(table: pd.DataFrame, runs: pd.DataFrame, config: dict, n_t
         "row); model input: x sqrt(D) + P, one random row of P (base "
         f"{config['model']['pos_base']}) per word drawn from the first {t4['pos_rows']:,} rows with seed "
         f"{t4['seed']} (Table 4's GloVe & Pos. Enc. row). Budget: {epochs} epochs; seeds per initializer: "
-        + ", ".join(f"{label} {n}" for label, n in seeds.items())
+        + ", ".join(f"{label} {n}" for label, n in wide.index)
         + f" (variant {runs.variant.iloc[0]}).\n\n"
         + markdown_table(header, rows)
     )
@@ -306,11 +299,11 @@ def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, cs
     row per (initializer, stage before/after, representation): mean and std over seeds.
     """
     side, block = config["table10"]["side"], runs.block.iloc[0]
-    source, display = _source(config, block, side, "table10")
+    source = _source(config, block, side, "table10")
     tokens = pd.read_parquet(tokens_parquet, columns=["token"]).token.tolist()
     scores = _table10_scores(runs, side, tokens, load_questions(questions_path), config)
     table = (
-        scores.groupby(["initializer", "label", "stage", "representation"], sort=False, observed=True)
+        scores.groupby(["initializer", "label", "stage", "representation"], sort=False)  # the run sheet's order
         .agg(
             accuracy_mean=("accuracy", "mean"),
             accuracy_std=("accuracy", "std"),
@@ -319,8 +312,7 @@ def table10(runs: pd.DataFrame, tokens_parquet, questions_path, config: dict, cs
             total=("total", "first"),
         )
         .reset_index()
-        .astype({"initializer": str})
     )
-    table = _with_source(table, {"block": block, "side": side, "source": source, "source_display": display})
+    table = _with_source(table, source)
     write_csv_md(csv_path, md_path, table, _table10_markdown(table, runs, config, len(tokens), scores.dim.iloc[0]))
     return table

@@ -104,14 +104,12 @@ def table_cells(table: int, frame: pd.DataFrame) -> pd.DataFrame:
         source=frame.get("source_display", frame.get("source", "")),
         n_seeds=frame.get("n_seeds", pd.NA),
     )
-    if "n_seeds" in frame and "std" in frame:
-        half = stats.t.ppf(0.975, frame.n_seeds.clip(lower=2) - 1) * frame["std"] / np.sqrt(frame.n_seeds)
-        frame = frame.assign(ci_low=frame["mean"] - half, ci_high=frame["mean"] + half)
     long = frame.melt(["row", "prefix", "source", "n_seeds"], [s for s in statistics if s in frame], "stat", "ours")
     long["column"] = (long.prefix + " " + long.stat).str.strip()
-    if "ci_low" in frame:  # the interval belongs to the mean's cell only
-        interval = frame.assign(stat="mean")[["row", "prefix", "stat", "ci_low", "ci_high"]]
-        long = long.merge(interval, on=["row", "prefix", "stat"], how="left")
+    if "std" in frame:  # a mean over seeds: its cell, and only that one, carries the interval
+        half = stats.t.ppf(0.975, frame.n_seeds.clip(lower=2) - 1) * frame["std"] / np.sqrt(frame.n_seeds)
+        interval = frame.assign(stat="mean", ci_low=frame["mean"] - half, ci_high=frame["mean"] + half)
+        long = long.merge(interval[["row", "prefix", "stat", "ci_low", "ci_high"]], how="left")  # on row, prefix, stat
     return long.assign(table=table).reindex(columns=[c for c in COLUMNS if c not in ("paper", "vs_paper")])
 
 
@@ -145,18 +143,19 @@ def seeded_cells(runs: pd.DataFrame) -> pd.DataFrame:
 
 def expand(check: Check, paper: pd.DataFrame) -> list[Check]:
     """A template's checks, one per value of its placeholders among the paper's rows and columns."""
-    families = [r.split(" / ")[0] for r in paper.row[paper.table == 1]]
+    table, _, column = next(iter(check.terms))
+    families = [None]
+    if "{family}" in check.claim:
+        families = paper.row[paper.table == 1].str.split(" / ").str[0]
+        families = families[families != "GloVe"].unique()
+    columns = [None]
+    if "{col}" in column:
+        pattern = re.escape(column).replace(re.escape("{col}"), "(.+)") + (" mean" if table in SEEDED else "")
+        columns = paper.column[paper.table == table].str.extract(f"^{pattern}$")[0].dropna().unique()
     checks = []
-    for family in dict.fromkeys(f for f in families if f != "GloVe") if "{family}" in check.claim else [None]:
-        table, _, column = next(iter(check.terms))
-        pattern = re.compile(
-            re.escape(column).replace(re.escape("{col}"), "(.+)") + (" mean" if table in SEEDED else "")
-        )
-        found = [m[1] for m in map(pattern.fullmatch, paper.column[paper.table == table]) if m and m.groups()]
-        for col in dict.fromkeys(found) if "{col}" in column else [None]:
-            fill = {"family": family, "col": col}
-            terms = {(t, r.format(**fill), c.format(**fill)): k for (t, r, c), k in check.terms.items()}
-            checks.append(check._replace(claim=check.claim.format(**fill), terms=terms))
+    for fill in ({"family": family, "col": col} for family in families for col in columns):
+        terms = {(t, r.format(**fill), c.format(**fill)): k for (t, r, c), k in check.terms.items()}
+        checks.append(check._replace(claim=check.claim.format(**fill), terms=terms))
     return checks
 
 
@@ -174,12 +173,6 @@ def seeds_to_decide(mean: float, sd: float, power: float = 0.8, alpha: float = 0
             return n
         n += 1
     return None
-
-
-def _verdict(low: float, high: float, sign: int) -> str:
-    if low > 0 or high < 0:
-        return "holds" if (low > 0) == (sign > 0) else "contradicted"
-    return "undecided"
 
 
 def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.DataFrame) -> dict:
@@ -200,23 +193,19 @@ def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.D
             return out
         d = (wide[list(check.terms)] * list(check.terms.values())).sum(axis=1, min_count=len(check.terms)).dropna()
         paired = paired_difference(d)
-        out.update(diff=paired["diff"], n_seeds=len(d), p=paired["p_paired_t"], verdict="undecided")
-        out.update(ci_low=paired["ci_low"], ci_high=paired["ci_high"])
-        if len(d) >= 2:
-            out["verdict"] = _verdict(paired["ci_low"], paired["ci_high"], sign)
-            if out["verdict"] == "undecided":
-                out["seeds_needed"] = seeds_to_decide(d.mean(), d.std(ddof=1))
+        low, high = paired["ci_low"], paired["ci_high"]  # NaN below 2 seeds: undecided
+        side = "holds" if (low > 0) == (sign > 0) else "contradicted"  # if the interval excludes zero
+        verdict = side if low > 0 or high < 0 else "undecided"
+        out.update(diff=paired["diff"], ci_low=low, ci_high=high, p=paired["p_paired_t"])
+        out.update(n_seeds=len(d), verdict=verdict)
+        if verdict == "undecided" and len(d) >= 2:
+            out["seeds_needed"] = seeds_to_decide(d.mean(), d.std(ddof=1))
         return out
     values = ours.set_index(key).ours
     if set(check.terms) <= set(values.index) and sign:
         diff = sum(k * values[cell] for cell, k in check.terms.items())
         out.update(diff=diff, verdict="holds" if sign * diff > 0 else "contradicted")
     return out
-
-
-def findings(paper: pd.DataFrame, ours: pd.DataFrame, seeded: pd.DataFrame) -> pd.DataFrame:
-    """Every expanded check of CHECKS with its evidence and verdict."""
-    return pd.DataFrame([evaluate(c, seeded, ours, paper) for check in CHECKS for c in expand(check, paper)])
 
 
 # --- outputs --------------------------------------------------------------------------------------------------
@@ -290,7 +279,8 @@ def paper_comparison(table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_pat
             found[int(m[1])] = path
     ours = pd.concat([table_cells(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in LAYOUT])
     cells = compare(paper, ours)
-    checks = findings(paper, ours, seeded_cells(runs))
+    seeded = seeded_cells(runs)
+    checks = pd.DataFrame([evaluate(c, seeded, ours, paper) for check in CHECKS for c in expand(check, paper)])
     names = ", ".join(p.name for _, p in sorted(found.items())) or "none"
     md = (
         f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_csv).name}) beside ours ({names}): {len(cells)} cells "

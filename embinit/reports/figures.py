@@ -14,12 +14,13 @@ from embinit.io import atomic_path
 from embinit.reports.format import TASK_DISPLAY
 
 
-def _read_metrics(path, columns: list[str]) -> pd.DataFrame:
-    metrics = pd.read_parquet(path)
+def _read_metrics(run, columns: list[str]) -> pd.DataFrame:
+    """These columns of a run's metrics.parquet, with the run's block, initializer and label."""
+    metrics = pd.read_parquet(run.metrics)
     missing = [c for c in columns if c not in metrics.columns]
     if missing:
-        raise KeyError(f"{path}: metrics.parquet has no column(s) {missing}")
-    return metrics[columns]
+        raise KeyError(f"{run.metrics}: metrics.parquet has no column(s) {missing}")
+    return metrics[columns].assign(block=run.block, initializer=run.initializer, label=run.label)
 
 
 def _band(ax, line: pd.DataFrame, mean: str, std: str, label: str) -> None:
@@ -35,18 +36,12 @@ def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     `runs` are the run sheet's rows of Figure 1 (columns block, initializer, label, seed, metrics: the run's
     metrics.parquet, ...). Also writes the plotted curves as CSV.
     """
-    frames = [
-        _read_metrics(r.metrics, ["epoch", "valid_paper_bleu"]).assign(block=r.block, initializer=r.initializer)
-        for r in runs.itertuples()
-    ]
     curves = (
-        pd.concat(frames)
-        .groupby(["block", "initializer", "epoch"], sort=False)
+        pd.concat([_read_metrics(run, ["epoch", "valid_paper_bleu"]) for run in runs.itertuples()])
+        .groupby(["block", "initializer", "label", "epoch"], sort=False)  # a label per block and initializer
         .valid_paper_bleu.agg(valid_bleu_mean="mean", valid_bleu_std="std", n_seeds="count")
         .reset_index()
     )
-    labels = runs.drop_duplicates(["block", "initializer"]).set_index(["block", "initializer"]).label
-    curves.insert(2, "label", [labels[key] for key in zip(curves.block, curves.initializer)])
     blocks = runs.drop_duplicates("block")
     fig = Figure(figsize=(5 * len(blocks), 4), layout="constrained")
     for ax, block in zip(fig.subplots(1, len(blocks), squeeze=False)[0], blocks.itertuples()):
@@ -78,20 +73,24 @@ FIGURE2_QUANTITIES = {
 }
 
 
-def mechanism_quantities(metrics: pd.DataFrame, side: str, path) -> pd.DataFrame:
-    """Figure 2's quantities per epoch from one run's metrics.parquet (see FIGURE2_QUANTITIES)."""
+def mechanism_quantities(run, side: str) -> pd.DataFrame:
+    """Figure 2's quantities per epoch from one run's metrics.parquet (see FIGURE2_QUANTITIES), with its block,
+    initializer and seed."""
+    metrics = pd.read_parquet(run.metrics)
     layered = {q: [c for c in metrics.columns if re.fullmatch(rf"{q}_.+_\d+", c)] for q in ("entropy", "saturation")}
     needed = ["epoch", f"sigma_{side}", f"input_ratio_{side}", "grad_norm_embedding", "grad_norm_other"]
     missing = [c for c in needed if c not in metrics.columns] + [f"{q}_*" for q, cols in layered.items() if not cols]
     if missing:
         raise KeyError(
-            f"{path}: metrics.parquet has no mechanism column(s) {missing}; Figure 2 needs runs trained with "
+            f"{run.metrics}: metrics.parquet has no mechanism column(s) {missing}; Figure 2 needs runs trained with "
             "train.mechanism on (the default), so rerun them"
         )
     quantities = metrics[needed].rename(columns={f"sigma_{side}": "sigma", f"input_ratio_{side}": "input_ratio"})
     for q, cols in layered.items():
         quantities[q] = metrics[cols].mean(axis=1)
-    return quantities[["epoch", *FIGURE2_QUANTITIES]]
+    return quantities[["epoch", *FIGURE2_QUANTITIES]].assign(
+        block=run.block, initializer=run.initializer, seed=run.seed
+    )
 
 
 def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
@@ -102,12 +101,7 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     CSV: block, initializer, epoch, quantity, mean, std, n_seeds.
     """
     sides = {r.block: "decoder" if r.kind == "translation" else "encoder" for r in runs.itertuples()}
-    frames = [
-        mechanism_quantities(pd.read_parquet(r.metrics), sides[r.block], r.metrics).assign(
-            block=r.block, initializer=r.initializer, seed=r.seed
-        )
-        for r in runs.itertuples()
-    ]
+    frames = [mechanism_quantities(run, sides[run.block]) for run in runs.itertuples()]
     long = pd.concat(frames).melt(["block", "initializer", "seed", "epoch"], var_name="quantity", value_name="value")
     long["quantity"] = pd.Categorical(long.quantity, list(FIGURE2_QUANTITIES))
     for key in ("block", "initializer"):

@@ -12,17 +12,13 @@ import pandas as pd
 
 from embinit.layers.initializers import display_name, mean_std
 from embinit.layers.position_table import sinusoidal_table
-from embinit.reports.format import TASK_DISPLAY, markdown_table, write_csv_md
+from embinit.reports.format import TASK_DISPLAY, format_mean_std, markdown_table, write_csv_md
 
 
 def matrix_stats(x: np.ndarray) -> dict[str, float]:
     """min, max, mean and sample std (sigma) over all entries."""
     mean, sigma = mean_std(x)
     return {"min": float(np.min(x)), "max": float(np.max(x)), "mean": mean, "sigma": sigma}
-
-
-def _mean_sigma(s: dict) -> str:
-    return f"{s['mean']:.4f} ({s['sigma']:.4f})"
 
 
 def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.DataFrame:
@@ -32,25 +28,20 @@ def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.Data
     block's family ("GloVe", "BERT", "T5"), as the paper's tables group GloVe / German GloVe, BERT / mBERT and
     T5 / mT5 in one row. Markdown cells: "Range (min, max)" and "Mean (sigma)" per task, in the entries' order.
     """
-    table = pd.DataFrame(
-        [
-            {k: v for k, v in e.items() if k != "path"}
-            | {"label": display_name(e["initializer"], e["family"]), **matrix_stats(np.load(e["path"], mmap_mode="r"))}
-            for e in entries
-        ]
-    )
+    layers = pd.DataFrame(entries)
+    labels = [display_name(init, family) for init, family in zip(layers.initializer, layers.family)]
+    stats = pd.DataFrame([matrix_stats(np.load(path, mmap_mode="r")) for path in layers.path])
+    table = pd.concat([layers.drop(columns="path").assign(label=labels), stats], axis=1)
     cells = table.assign(
-        range=[f"({r['min']:.4f}, {r['max']:.4f})" for _, r in table.iterrows()],
-        mean_sigma=[_mean_sigma(r) for _, r in table.iterrows()],
+        range=[f"({low:.4f}, {high:.4f})" for low, high in zip(table["min"], table["max"])],
+        mean_sigma=[format_mean_std(mean, sigma, 4) for mean, sigma in zip(table["mean"], table["sigma"])],
     )
-    tasks = pd.unique(table.task)
+    names, tasks = {"range": "Range (min, max)", "mean_sigma": "Mean (sigma)"}, pd.unique(table.task)
     wide = cells.pivot_table(
-        index=["family", "label"], columns="task", values=["range", "mean_sigma"], aggfunc="first", sort=False
-    ).reindex(columns=[(cell, task) for task in tasks for cell in ("range", "mean_sigma")])
-    header = ["Family", "Initialization"]
-    for name in (TASK_DISPLAY.get(task, task) for task in tasks):
-        header += [f"{name} Range (min, max)", f"{name} Mean (sigma)"]
-    rows = [[*key, *values] for key, values in zip(wide.index, wide.fillna("-").to_numpy().tolist())]
+        index=["family", "label"], columns="task", values=list(names), aggfunc="first", sort=False
+    ).reindex(columns=[(cell, task) for task in tasks for cell in names])
+    header = ["Family", "Initialization", *(f"{TASK_DISPLAY.get(task, task)} {names[cell]}" for cell, task in wide)]
+    rows = wide.fillna("-").reset_index().to_numpy().tolist()
     write_csv_md(out_csv, out_md, table, markdown_table(header, rows))
     return table
 
@@ -68,12 +59,13 @@ def write_table6(layers: dict, family: str, source_display: str, pos_rows: int, 
         x = np.load(path)
         label, dim = display_name(initializer, family), x.shape[1]
         source = source_display if "Pretrained" in initializer else None
-        rows.append({"layer": label, **matrix_stats(x), "source_display": source})
-        scaled = matrix_stats(x.astype(np.float64) * math.sqrt(dim))
-        rows.append({"layer": f"{label} scaled", **scaled, "source_display": source})
+        for suffix, y in (("", x), (" scaled", x.astype(np.float64) * math.sqrt(dim))):
+            rows.append({"layer": label + suffix, **matrix_stats(y), "source_display": source})
     rows.append({"layer": "Position encoding", **matrix_stats(sinusoidal_table(pos_rows, dim, pos_base))})
     table = pd.DataFrame(rows, columns=["layer", "min", "max", "mean", "sigma", "source_display"])
-    md_rows = [[r["layer"], f"{r['min']:.4f}", f"{r['max']:.4f}", _mean_sigma(r)] for r in rows]
+    md_rows = [
+        [r["layer"], f"{r['min']:.4f}", f"{r['max']:.4f}", format_mean_std(r["mean"], r["sigma"], 4)] for r in rows
+    ]
     note = (
         f"\nSource of the {family} rows: {source_display}. Position encoding: the first {pos_rows:,} rows of the "
         f"sinusoidal table (base {pos_base:g}).\n"

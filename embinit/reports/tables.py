@@ -123,21 +123,17 @@ def summarize(long: pd.DataFrame, versus=("initializer", "Xavier")):
     return pd.DataFrame(rows)
 
 
-def _sources_note(summary: pd.DataFrame) -> str:
-    seeds = summary.groupby("block", sort=False).n_seeds.agg(["min", "max"])
-    lines = [
-        f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} [{r.sources}]; "
-        f"seeds per cell: {seeds.at[r.block, 'min']}"
-        + ("" if seeds.at[r.block, "min"] == seeds.at[r.block, "max"] else f"-{seeds.at[r.block, 'max']}")
-        for r in summary.drop_duplicates("block").itertuples()
-    ]
-    return "Sources actually used:\n\n" + "\n".join(lines) + "\n"
-
-
 def _write_with_sources(summary: pd.DataFrame, csv_path, md_path, title: str, body: str) -> pd.DataFrame:
     """A table of seeded results: the summary as CSV; as Markdown the title, the body and, so that a stand-in is
     never read as the paper's source, the sources each block used."""
-    write_csv_md(csv_path, md_path, summary, f"# {title}\n\n{body}\n{_sources_note(summary)}")
+    # seeds per cell: "3", or "2-3" when the block's cells differ
+    seeds = summary.groupby("block", sort=False).n_seeds.agg(lambda n: "-".join(map(str, sorted({n.min(), n.max()}))))
+    sources = "\n".join(
+        f"- {r.block} ({TASK_DISPLAY.get(r.task, r.task)}, {r.family} rows): {r.source_display} [{r.sources}]; "
+        f"seeds per cell: {seeds[r.block]}"
+        for r in summary.drop_duplicates("block").itertuples()
+    )
+    write_csv_md(csv_path, md_path, summary, f"# {title}\n\n{body}\nSources actually used:\n\n{sources}\n")
     return summary
 
 
@@ -151,14 +147,15 @@ def paired_cell(c, diff: float) -> str:
 
 
 def _wide(summary: pd.DataFrame, render, epoch: bool) -> pd.DataFrame:
-    """Table 1's grid: a row per family x initializer (sheet order), per task a column per metric (its display
-    name, "Match" for MNLI's matched accuracy) and, with `epoch`, the tasks' mean best epochs ("m / mm")."""
+    """Table 1's grid: a row per family x initializer (sheet order, with its label), per task a column per metric
+    (its display name, "Match" for MNLI's matched accuracy) and, with `epoch`, the tasks' mean best epochs
+    ("m / mm")."""
     shown = summary[summary.metric.isin(list(METRIC_DISPLAY))]
     shown = shown.assign(cell=[render(c) for c in shown.itertuples()], epoch=shown.mean_best_epoch.map("{:.1f}".format))
     tasks = [t for t in TASK_DISPLAY if t in set(shown.task)] + sorted(set(shown.task) - set(TASK_DISPLAY))
     order = {"task": tasks, "metric": list(METRIC_DISPLAY), "family": None, "initializer": None}  # None: as seen
     shown = shown.assign(**{k: pd.Categorical(shown[k], v or pd.unique(shown[k])) for k, v in order.items()})
-    keys = {"index": ["family", "initializer"], "columns": ["task", "metric"]}
+    keys = {"index": ["family", "initializer", "label"], "columns": ["task", "metric"]}  # a label per row
     grid = shown.pivot_table(values=["cell", "epoch"], **keys, aggfunc="first", observed=True)
     columns = {}
     for task in tasks:
@@ -175,11 +172,10 @@ def _grid_markdown(summary: pd.DataFrame, render, suffix: str, epoch: bool) -> s
     """Table 1's layout with a bold header row per family; labels are the sheet's."""
     wide = _wide(summary, render, epoch)
     header = ["Embedding"] + ["Epoch" if c.endswith(" epoch") else c + suffix for c in wide.columns]
-    labels = summary.drop_duplicates(["family", "initializer"]).set_index(["family", "initializer"]).label
     rows = []
     for family, part in wide.groupby(level="family", sort=False, observed=True):
         rows.append([f"**{family}**"] + [""] * len(wide.columns))
-        rows += [[labels[key], *values] for key, values in zip(part.index, part.to_numpy().tolist())]
+        rows += part.droplevel(["family", "initializer"]).reset_index().to_numpy().tolist()  # label, cells
     return markdown_table(header, rows)
 
 
@@ -243,27 +239,27 @@ def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path):
     or Table 11 (the translator's output projection untied, tied or initialized from the decoder's layer): a row
     per variant x initializer, per block its main metric and the paired Δ against the reference of CROSSED."""
     title, switch, setting, versus, why = CROSSED[name]
-    first_seen = {v: i for i, v in enumerate(pd.unique(runs.variant))}  # rows grouped by variant, as printed
-    runs = runs.sort_values("variant", key=lambda v: v.map(first_seen), kind="stable")
+    runs = runs.iloc[np.argsort(pd.factorize(runs.variant)[0], kind="stable")]  # grouped by variant, as printed
     summary = summarize(per_seed(runs), versus)
-    shown = runs.drop_duplicates("variant").set_index("variant")[switch]
-    summary.insert(4, switch, summary.variant.map(shown))
-    diff = "diff_vs_xavier" if versus[0] == "initializer" else "diff_vs_base"
-    blocks = pd.unique(runs.block)
-    main = {b: "bleu" if "bleu" in set(summary.metric[summary.block == b]) else "accuracy_pct" for b in blocks}
-    cell = summary.set_index(["block", "variant", "initializer", "metric"])
-    header = [setting, "Embedding"]
-    for b in blocks:
-        metric = f"{TASK_DISPLAY.get(summary.task[summary.block == b].iloc[0], b)} {METRIC_DISPLAY[main[b]]}"
-        header += [f"{metric} (σ)", f"{metric} Δ"]
-    rows = []
-    pairs = runs[["variant", "initializer", "label"]].drop_duplicates(["variant", "initializer"])
-    for variant, init, label in pairs.itertuples(index=False):
-        row = [shown[variant], label]
-        for b in blocks:
-            c = cell.loc[(b, variant, init, main[b])] if (b, variant, init, main[b]) in cell.index else None
-            row += ["-", "-"] if c is None else [format_mean_std(c["mean"], c["std"]), paired_cell(c, c[diff])]
-        rows.append(row)
+    summary.insert(4, switch, summary.variant.map(runs.drop_duplicates("variant").set_index("variant")[switch]))
+    translators = summary.block[summary.metric == "bleu"]
+    main = summary[summary.metric == np.where(summary.block.isin(translators), "bleu", "accuracy_pct")]  # per block
+    cells = main.assign(
+        value=[format_mean_std(c.mean, c.std) for c in main.itertuples()],
+        delta=[paired_cell(c, getattr(c, f"diff_vs_{versus[1].lower()}")) for c in main.itertuples()],
+    )
+    blocks, shown = pd.unique(runs.block), runs.drop_duplicates(["variant", "initializer"])
+    grid = cells.pivot_table(
+        index=["variant", "initializer"], columns="block", values=["value", "delta"], aggfunc="first"
+    )
+    grid = grid.reindex(
+        index=pd.MultiIndex.from_frame(shown[["variant", "initializer"]]),
+        columns=[(cell, b) for b in blocks for cell in ("value", "delta")],
+    ).set_axis(pd.MultiIndex.from_frame(shown[[switch, "label"]]))
+    names = main.drop_duplicates("block").set_index("block")
+    metrics = [f"{TASK_DISPLAY.get(names.task[b], b)} {METRIC_DISPLAY[names.metric[b]]}" for b in blocks]
+    header = [setting, "Embedding", *(f"{metric} {cell}" for metric in metrics for cell in ("(σ)", "Δ"))]
+    rows = grid.fillna("-").reset_index().to_numpy().tolist()
     body = (
         f"{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired difference (by seed) "
         "with its 95% t-interval and paired t-test p.\n\n" + markdown_table(header, rows)
