@@ -1,4 +1,5 @@
-"""embinit.reports.analogy: 3CosAdd agrees with gensim's evaluate_word_analogies; Table 4's transformations."""
+"""embinit.layers.analogy: 3CosAdd agrees with gensim's evaluate_word_analogies; Table 4's transformations; the reports
+of Tables 4 and 10 (embinit.reports.analogy)."""
 
 import gzip
 import importlib.metadata
@@ -11,7 +12,8 @@ from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 
 from conftest import SHARED_DATA, load_default_config, md_rows, needs_shared
-from embinit.reports import analogy
+from embinit.layers import analogy
+from embinit.reports.analogy import table4, table4_sensitivity, table10
 from embinit.layers.pretrained import extract
 from embinit.layers.initializers import xavier, xavier_bound
 from embinit.layers.position_table import sinusoidal_table
@@ -200,7 +202,7 @@ def layer_files(offset_world, tmp_path):
 
 
 def test_table4_writes_csv_and_md_with_the_source(layer_files, tmp_path):
-    analogy.table4(*layer_files, config_for(), tmp_path / "table4.csv", tmp_path / "table4.md")
+    table4(*layer_files, config_for(), tmp_path / "table4.csv", tmp_path / "table4.md")
     csv = pd.read_csv(tmp_path / "table4.csv")
     assert list(csv.columns) == [
         "block",
@@ -220,14 +222,14 @@ def test_table4_writes_csv_and_md_with_the_source(layer_files, tmp_path):
 
 def test_sensitivity_has_one_row_per_transformation_and_row_count(layer_files, tmp_path):
     config = config_for()
-    table = analogy.table4_sensitivity(*layer_files, config, tmp_path / "s.csv", tmp_path / "s.md")
+    table = table4_sensitivity(*layer_files, config, tmp_path / "s.csv", tmp_path / "s.md")
     csv = pd.read_csv(tmp_path / "s.csv")
     assert len(csv) == len(analogy.TRANSFORMS) * 2
     assert sorted(zip(csv.transformation, csv.pos_rows)) == sorted((t, n) for t in analogy.TRANSFORMS for n in (4, 64))
     assert csv.columns[:5].tolist() == ["block", "side", "source", "source_display", "pos_rows"]
     # the 64-row slice is Table 4 with pos_rows = 64
-    table4 = analogy.table4(*layer_files, config, tmp_path / "t.csv", tmp_path / "t.md")
-    assert table[table.pos_rows == 64].correct.tolist() == table4.correct.tolist()
+    reference = table4(*layer_files, config, tmp_path / "t.csv", tmp_path / "t.md")
+    assert table[table.pos_rows == 64].correct.tolist() == reference.correct.tolist()
     md = md_rows((tmp_path / "s.md").read_text())
     assert md[0] == ["Transformation", "n = 4", "n = 64"]
     assert [row[0] for row in md[1:]] == list(analogy.TRANSFORMS)
@@ -318,7 +320,7 @@ def test_table10_before_and_after_per_initializer(layer_files, tmp_path):
     vectors_npy, tokens_parquet, questions_path = layer_files
     matrix, config = np.load(vectors_npy), table10_config()
     runs, layers = fabricated_runs(tmp_path, matrix)
-    table = analogy.table10(runs, tokens_parquet, questions_path, config, tmp_path / "t10.csv", tmp_path / "t10.md")
+    table = table10(runs, tokens_parquet, questions_path, config, tmp_path / "t10.csv", tmp_path / "t10.md")
     csv = pd.read_csv(tmp_path / "t10.csv")
     assert len(csv) == 2 * 2 * 2  # initializers x before/after x raw/model input
     assert csv.columns[:6].tolist() == ["block", "side", "source", "source_display", "initializer", "label"]
@@ -326,11 +328,11 @@ def test_table10_before_and_after_per_initializer(layer_files, tmp_path):
     assert set(csv.n_seeds) == {2}
     cell = table.set_index(["initializer", "stage", "representation"])
     # the Pretrained layer before training is Table 4's layer: the same accuracies as its GloVe rows
-    table4 = analogy.table4(*layer_files, config, tmp_path / "t4.csv", tmp_path / "t4.md").set_index("transformation")
-    assert cell.loc[("Pretrained", "before", "raw"), "accuracy_mean"] == table4.loc["GloVe", "accuracy"]
+    reference = table4(*layer_files, config, tmp_path / "t4.csv", tmp_path / "t4.md").set_index("transformation")
+    assert cell.loc[("Pretrained", "before", "raw"), "accuracy_mean"] == reference.loc["GloVe", "accuracy"]
     assert (
         cell.loc[("Pretrained", "before", "model_input"), "accuracy_mean"]
-        == table4.loc["GloVe & Pos. Enc.", "accuracy"]
+        == reference.loc["GloVe & Pos. Enc.", "accuracy"]
     )
     assert cell.loc[("Pretrained", "before", "raw"), "accuracy_std"] == 0
     # each "after" cell: the mean and sample std over seeds of that layer's accuracy, P drawn as Table 4 draws it
@@ -355,7 +357,7 @@ def test_table10_before_and_after_per_initializer(layer_files, tmp_path):
     assert "stand-in for GloVe 840B" in md and "7 epochs" in md and "GloVe 2" in md
     rows = md_rows(md)
     assert rows[0] == ["Initializer", "Raw: before", "Raw: after", "Model input: before", "Model input: after", "Seeds"]
-    before = 100 * table4.loc["GloVe", "accuracy"]
+    before = 100 * reference.loc["GloVe", "accuracy"]
     assert rows[2][0] == "GloVe" and rows[2][1] == f"{before:.1f} (0.0)" and rows[2][-1] == "2"
 
 
@@ -366,9 +368,9 @@ def test_table10_checks_its_inputs(layer_files, tmp_path):
     out = tmp_path / "t10.csv", tmp_path / "t10.md"
     config["table10"]["side"] = "encoder"  # no source on the encoder side of this block
     with pytest.raises(ValueError, match="side encoder of block m30k has no embedding source"):
-        analogy.table10(runs, tokens_parquet, questions_path, config, *out)
+        table10(runs, tokens_parquet, questions_path, config, *out)
     config = table10_config()
     np.savez(runs.trained[1], decoder=np.zeros((3, 2), np.float32))  # a layer of another shape
     with pytest.raises(ValueError, match=rf"{runs.trained[1]} is \(3, 2\)"):
-        analogy.table10(runs, tokens_parquet, questions_path, config, *out)
+        table10(runs, tokens_parquet, questions_path, config, *out)
     assert not out[0].exists()

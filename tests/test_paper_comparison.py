@@ -8,7 +8,7 @@ from scipy.stats import t as stats_t
 from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, save_runs
 from embinit.reports import comparison as pc
 from embinit.reports import statistics as stats, tables
-from embinit.reports.analogy import TRANSFORMS
+from embinit.layers.analogy import TRANSFORMS
 
 PAPER = REPO / "resources" / "paper_tables.csv"
 NOISE = [0.0, 0.4, -0.3]  # per seed, shared by every Multi30k run: paired differences stay exact

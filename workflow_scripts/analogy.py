@@ -1,5 +1,5 @@
 """Snakemake `script:` for Table 4, its sensitivity table (rule table4 / table4_sensitivity) and Table 10 (rule
-table10), embinit.reports.analogy.
+table10), embinit.reports.analogy (3CosAdd itself: embinit.layers.analogy).
 
 Expects, rules table4 and table4_sensitivity:
   snakemake.input.vectors    results/<block>/pretrained_<side>.npy  (block, side = config table4.block/.side)
