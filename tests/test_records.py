@@ -18,7 +18,7 @@ from embinit.config import load, seeds_of
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
-# records accumulate); results/offline-cpu's Table 3 uses only some seeds of its cells and has its own test.
+# records accumulate); a Table 3 uses only some seeds of its cells and has its own test.
 RESULTS = REPO / "results"
 RECORD_TABLES = [
     RESULTS / "first-run/table1.csv",
@@ -26,6 +26,7 @@ RECORD_TABLES = [
     RESULTS / "offline-cpu/table7.csv",
     RESULTS / "offline-cpu/table9.csv",
     RESULTS / "offline-cpu/table11.csv",
+    RESULTS / "paper-scale-cpu/table1.csv",
 ]
 RECORDS = sorted(REPO.glob("results/*/*/*/seed*/*/final.json"))
 TRANSLATION = [p for p in RECORDS if json.loads(p.read_text())["kind"] == "translation"]
@@ -63,22 +64,21 @@ def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
         assert_row_recomputes(table, row, runs)
 
 
-def test_offline_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs():
-    """Table 3 takes the first `table3.seeds` seeds of each cell (config/offline-cpu.yaml), so its base cells use
-    seed 0 of part 1's three; every run it uses trained for the block's full epochs (part 2)."""
+@pytest.mark.parametrize("result_set", ["offline-cpu", "paper-scale-cpu"])
+def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(result_set):
+    """Table 3 takes the first `table3.seeds` seeds of each cell (config/<result_set>.yaml), so its base cells use
+    seed 0 of Table 1's three; every run it uses trained for the block's full epochs."""
     config = load_default_config()
-    update_config(config, load(REPO / "config/offline-cpu.yaml"))  # as the workflow merges --configfile
+    update_config(config, load(REPO / f"config/{result_set}.yaml"))  # as the workflow merges --configfile
     block = config["table3"]["block"]
     seeds = seeds_of(config, block)[: config["table3"]["seeds"]]  # the selection the table3 rule makes
-    table_path = RESULTS / "offline-cpu/table3.csv"
+    table_path = RESULTS / result_set / "table3.csv"
     table = pd.read_csv(table_path)
     assert set(table.variant) == {"base", "nopos", "frozen", "nopos_frozen"}
     assert set(table.block) == {block}
     for row in table.itertuples():
         assert row.n_seeds == len(seeds), (row.initializer, row.variant)
-        runs = [
-            RESULTS / "offline-cpu" / block / row.initializer / f"seed{k}" / row.variant / "final.json" for k in seeds
-        ]
+        runs = [RESULTS / result_set / block / row.initializer / f"seed{k}" / row.variant / "final.json" for k in seeds]
         records = assert_row_recomputes(table_path, row, runs)
         assert {r["epochs"] for r in records} == {config["blocks"][block]["epochs"]}, (row.initializer, row.variant)
 
