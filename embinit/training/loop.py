@@ -354,4 +354,5 @@ def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
         "pos_encoding": spec["variant"]["pos_encoding"],
         "embedding_trainable": spec["variant"]["embedding_trainable"],
         "training_code": checkpoint.code_digest(),
+        "spec_digest": spec.get("spec_digest"),  # the workflow's planned spec (embinit.records), when it ran this
     }
