@@ -117,7 +117,7 @@ def test_a_second_run_on_the_same_results_dir_stops_naming_the_lock(tmp_path, ti
     assert proc.returncode != 0
     assert "is in use by snakemake pid" in proc.stdout + proc.stderr
     assert str(workdir / "results" / ResultsLock.NAME) in proc.stdout + proc.stderr
-    assert not (workdir / RUN).exists()
+    assert not (workdir / RUN / "final.json").exists() and not (workdir / "data" / "prepared").exists()  # no job ran
     _build(workdir, cfg)  # released: it runs
     assert (workdir / RUN / "final.json").exists()
 
