@@ -110,6 +110,8 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
     yield from ((f"{key}.block", config[key]["block"], blocks) for key in ("table3", "table4", "table6", "table10"))
     yield "table4.questions", config["table4"]["questions"], config["remotes"]
     yield from ((f"figure1.seeds.{n}", n, blocks) for n in config["figure1"].get("seeds", {}))
+    t3 = config["table3"]
+    yield from ((f"table3.seeds_by_variant.{v}", v, t3["variants"]) for v in t3.get("seeds_by_variant", {}))
 
 
 def check(config: dict) -> None:
