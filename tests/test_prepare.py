@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import DE, EN, load_default_config, write_gz_lines, write_tsv
+from conftest import DE, EN, IWSLT_TEST_SETS, write_gz_lines, write_iwslt, write_tsv
 from embinit.data.prepare import DataError, prepare
 
 
@@ -106,71 +106,8 @@ def test_mnli_pairs_and_labels(tmp_path):
         prepare("glue_mnli", files, outs)
 
 
-# IWSLT2017 de-en as the archive data/2017-01-trnted/texts/de/en/de-en.zip holds it (members de-en/<name>) and the
-# mirror places it (iwslt2017/de-en/<name>): train.tags interleave a talk's metadata tags with its sentence lines;
-# dev and test files are XML, one <seg> per line, the German srcset line by line beside the English refset.
-IWSLT_TEST_SETS = [f"tst{year}" for year in range(2010, 2016)]
-TALK_TAGS = [
-    "<url>http://www.ted.com/talks/{lang}/a_talk.html</url>",
-    "<keywords>talks, science</keywords>",
-    "<speaker>A. Speaker</speaker>",
-    "<talkid>{talk}</talkid>",
-    "<title>A. Speaker: a talk ({lang})</title>",
-    "<description>TED Talk Subtitles and Transcript: a talk in {lang}</description>",
-]
-
-
-def _iwslt_train(pairs_by_talk: list[list[tuple[str, str]]], lang: int) -> list[str]:
-    lines = []
-    for talk, pairs in enumerate(pairs_by_talk, start=1):
-        lines += [tag.format(lang=("de", "en")[lang], talk=talk) for tag in TALK_TAGS]
-        lines += [pair[lang] for pair in pairs]
-    return lines
-
-
-def _iwslt_xml(set_name: str, pairs_by_talk: list[list[tuple[str, str]]], lang: int) -> list[str]:
-    opening = (
-        f'<srcset setid="iwslt2017-{set_name}" srclang="german">'
-        if lang == 0
-        else f'<refset setid="iwslt2017-{set_name}" srclang="german" trglang="english" refid="ref">'
-    )
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<mteval>", opening]
-    for talk, pairs in enumerate(pairs_by_talk, start=1):
-        lines.append(f'<doc docid="{talk}" genre="lectures">')
-        lines += [tag.format(lang=("de", "en")[lang], talk=talk) for tag in TALK_TAGS if "keywords" not in tag]
-        lines += [f'<seg id="{i}"> {pair[lang]} </seg>' for i, pair in enumerate(pairs, start=1)]
-        lines.append("</doc>")
-    return lines + [("</srcset>", "</refset>")[lang], "</mteval>"]
-
-
-def _iwslt_files(root, test_pairs=None):
-    """The default config's IWSLT files under `root`, each test set's segments named after it."""
-    test_pairs = test_pairs or {s: [[(f"Satz {s} {i}", f"sentence {s} {i}") for i in (1, 2)]] for s in IWSLT_TEST_SETS}
-    train = [
-        [("Danke , Chris .", "Thank you , Chris ."), ("AT&T baut Netze .", "AT&T builds networks .")],
-        [("Hallo Welt .", "Hello world .")],
-    ]
-    contents = {
-        "train.tags.de-en.{}": lambda lang: _iwslt_train(train, lang),
-        "IWSLT17.TED.dev2010.de-en.{}.xml": lambda lang: _iwslt_xml(
-            "dev2010", [[("Guten Tag &amp; mehr", "Good day &amp; more")]], lang
-        ),
-        **{
-            f"IWSLT17.TED.{s}.de-en.{{}}.xml": (lambda pairs, s: lambda lang: _iwslt_xml(s, pairs, lang))(pairs, s)
-            for s, pairs in test_pairs.items()
-        },
-    }
-    for name, lines_of in contents.items():
-        for lang_index, lang in enumerate(("de", "en")):
-            path = root / "iwslt2017" / "de-en" / name.format(lang)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(line + "\n" for line in lines_of(lang_index)), encoding="utf-8")
-    files = load_default_config()["tasks"]["iwslt2017"]["files"]
-    return {role: str(root / p) if isinstance(p, str) else [str(root / q) for q in p] for role, p in files.items()}
-
-
 def test_iwslt_splits_are_the_hf_loaders_test_sets_concatenated_in_order(tmp_path):
-    files = _iwslt_files(tmp_path)
+    files = write_iwslt(tmp_path)
     assert [p.split("/")[-1] for p in files["test_tgt"]] == [f"IWSLT17.TED.{s}.de-en.en.xml" for s in IWSLT_TEST_SETS]
     outs = _outs(tmp_path)
     assert prepare("iwslt", files, outs) == {"train": 3, "valid": 1, "test": 12}
@@ -182,7 +119,7 @@ def test_iwslt_splits_are_the_hf_loaders_test_sets_concatenated_in_order(tmp_pat
 
 
 def test_iwslt_test_split_of_the_configured_sets_only(tmp_path):
-    files = _iwslt_files(tmp_path)
+    files = write_iwslt(tmp_path)
     files["test_src"], files["test_tgt"] = files["test_src"][3:4], files["test_tgt"][3:4]  # tst2013 alone
     outs = _outs(tmp_path)
     assert prepare("iwslt", files, outs)["test"] == 2
@@ -193,7 +130,7 @@ def test_iwslt_test_split_of_the_configured_sets_only(tmp_path):
 
 
 def test_iwslt_tag_line_facing_a_sentence_and_an_unclosed_seg_fail_with_file_and_line(tmp_path):
-    files = _iwslt_files(tmp_path)
+    files = write_iwslt(tmp_path)
     dev_en = Path(files["valid_tgt"])
     lines = dev_en.read_text().splitlines()
     assert lines[9] == '<seg id="1"> Good day &amp; more </seg>'
@@ -240,7 +177,7 @@ BAD_ROW_CASES = {
     "multi30k": ("multi30k", _multi30k_files, "valid.en.gz", 2, "   ", "valid"),
     "iwslt2017": (
         "iwslt",
-        _iwslt_files,
+        write_iwslt,
         "iwslt2017/de-en/IWSLT17.TED.tst2012.de-en.de.xml",
         10,
         '<seg id="1"></seg>',
