@@ -120,6 +120,26 @@ def test_schema_violations_are_listed_one_per_line(tmp_path):
             "config key initializer_params.Pretrained_Shuffled.mode: 'columns' is not one of ['rows_columns', 'elements']",
         ),
         ({"table4": {"block": "multi30k_glvoe"}}, "config key table4.block: unknown name 'multi30k_glvoe'"),
+        (
+            {
+                "tasks": {
+                    "iwslt2017": {
+                        "files": {
+                            "test_src": [
+                                "iwslt2017/de-en/IWSLT17.TED.tst2010.de-en.de.xml",
+                                "iwslt2017/de-en/IWSLT17.TED.tst2016.de-en.de.xml",
+                            ]
+                        }
+                    }
+                }
+            },
+            "config key tasks.iwslt2017.files.test_src[1]: unknown name "
+            "'iwslt2017/de-en/IWSLT17.TED.tst2016.de-en.de.xml'",
+        ),
+        (
+            {"tasks": {"iwslt2017": {"files": {"test_tgt": []}}}},
+            "config key tasks.iwslt2017.files.test_tgt: [] is not valid",
+        ),
     ],
 )
 def test_bad_value_fails_at_load_naming_the_key(tmp_path, overrides, expected):
