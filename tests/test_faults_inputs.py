@@ -138,7 +138,7 @@ def test_schema_violations_are_listed_one_per_line(tmp_path):
         ),
         (
             {"tasks": {"iwslt2017": {"files": {"test_tgt": []}}}},
-            "config key tasks.iwslt2017.files.test_tgt: [] is not valid",
+            "config key tasks.iwslt2017.files.test_tgt: [] is not valid under any of the given schemas",
         ),
     ],
 )

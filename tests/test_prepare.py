@@ -102,7 +102,9 @@ def test_mnli_pairs_and_labels(tmp_path):
     frame = pd.read_parquet(outs["test"])
     assert frame["label"].tolist() == [0, 2] and frame["text_b"].tolist() == ["A person rests .", "A cat sleeps ."]
     write_tsv(tmp_path / "valid.tsv", header, [rows[0], ["2", "x", "y", "-"]])
-    with pytest.raises(DataError, match=r"valid\.tsv:3: .*label"):
+    with pytest.raises(
+        DataError, match=r"valid\.tsv:3: label '-' is not one of \['contradiction', 'entailment', 'neutral'\]$"
+    ):
         prepare("glue_mnli", files, outs)
 
 
