@@ -136,7 +136,7 @@ def _translation(files: dict, text_of: Callable[[str, Path, int], str | None]) -
         for src_path, tgt_path in zip(src_paths, tgt_paths):
             pairs += _parallel_file(src_path, tgt_path, text_of, dropped)
         _report_dropped(split, "pair", dropped)
-        splits[split] = pd.DataFrame(pairs, columns=["src", "tgt"], dtype=object)
+        splits[split] = pd.DataFrame({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
     return splits
 
 
@@ -178,14 +178,8 @@ def _classification(
             texts.append(sentences)
             ids.append(labels[row[label_at].strip()])
     _report_dropped(split, "row", dropped)
-    second = [t[1] for t in texts] if len(columns) == 2 else [None] * len(texts)
-    return pd.DataFrame(
-        {
-            "text_a": pd.Series([t[0] for t in texts], dtype=object),
-            "text_b": pd.Series(second, dtype="string" if len(columns) == 1 else object),
-            "label": pd.Series(ids, dtype="int64"),
-        }
-    )
+    second = [t[1] for t in texts] if len(columns) == 2 else pd.Series([None] * len(texts), dtype="string")
+    return pd.DataFrame({"text_a": [t[0] for t in texts], "text_b": second, "label": pd.Series(ids, dtype="int64")})
 
 
 def _sst2(files: dict) -> dict[str, pd.DataFrame]:
