@@ -101,7 +101,12 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
         yield f"variants.{name}.pos_encoding", variant["pos_encoding"], registries["position encoding"]
     for section in ("tasks", "sources"):
         for name, entry in config[section].items():
-            yield from ((f"{section}.{name}.files.{r}", path, config["remotes"]) for r, path in entry["files"].items())
+            for role, paths in entry["files"].items():
+                key = f"{section}.{name}.files.{role}"
+                if isinstance(paths, str):
+                    yield key, paths, config["remotes"]
+                else:  # a task's list of files, read one after another
+                    yield from ((f"{key}[{i}]", path, config["remotes"]) for i, path in enumerate(paths))
     for name, block in blocks.items():
         yield f"blocks.{name}.task", block["task"], config["tasks"]
         yield from (

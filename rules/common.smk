@@ -123,7 +123,8 @@ def raw_inputs(blocks):
     """Every raw file the blocks need: their tasks' data and their sources' files."""
     paths = set()
     for block in blocks:
-        paths.update(config["tasks"][task_of(block)]["files"].values())
+        for files in config["tasks"][task_of(block)]["files"].values():
+            paths.update([files] if isinstance(files, str) else files)  # a role may name a list
         for source in config["blocks"][block]["sources"].values():
             if source is not None:
                 paths.update(config["sources"][source]["files"].values())

@@ -36,7 +36,7 @@ for _task, _tcfg in config["tasks"].items():
         name:
             f"prepare_{_task}"
         input:
-            **{role: raw(path) for role, path in _tcfg["files"].items()},
+            **{role: expand(RAW, relpath=paths) for role, paths in _tcfg["files"].items()},
         output:
             **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
         log:
