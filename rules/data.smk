@@ -1,5 +1,11 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
+from embinit.data.fetch import check_cached
+
+# A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
+if workflow.is_main_process:
+    for _relpath, _remote in config["remotes"].items():
+        check_cached(_relpath, _remote, raw(_relpath), FetchSettings.from_config(config))
 
 
 rule fetch:

@@ -98,10 +98,13 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
         elif actual != expected:
             source = "expected" if configured else f"the lock file {lock} records"
             advice = "" if configured else f" If the new file is right, delete its entry from {lock}."
+            if mirrored is not None and mirrored.is_file():
+                advice += f" Replace {mirrored} with a good copy, or delete it to download {remote['url']}."
             raise ChecksumError(
                 f"sha256 mismatch for {relpath} (from {origin}): {source} {expected}, got {actual}. "
                 f"The file is wrong or truncated; nothing was written.{advice}"
             )
+    _record_fetched(out_path, actual)
     if configured:
         how = ""
     elif locked:
@@ -111,6 +114,51 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
     note = f"{relpath}: from {origin}, sha256 {actual}{how}"
     log.info(note)
     return note
+
+
+def expected_sha256(relpath: str, remote: dict, settings: FetchSettings) -> str | None:
+    """The hash a raw file must have: configured, else locked on its first fetch, else unknown (None)."""
+    if remote.get("sha256") or not settings.lock:
+        return remote.get("sha256")
+    return _read_lock(Path(settings.lock)).get(relpath)
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".fetched.json")
+
+
+def _record_fetched(path: Path, sha256: str) -> None:
+    """Note the size and mtime a verified file has, so a later check can skip hashing an unchanged file."""
+    stat = path.stat()
+    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    write_text_atomic(_sidecar(path), json.dumps(record) + "\n")
+
+
+def check_cached(relpath: str, remote: dict, path: str | Path, settings: FetchSettings) -> None:
+    """Refuse a cached raw file that no longer has its known sha256: hashed only when its size or mtime moved."""
+    path = Path(path)
+    expected = expected_sha256(relpath, remote, settings)
+    if expected is None or not path.is_file():
+        return
+    stat = path.stat()
+    try:
+        recorded = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = {}
+    if recorded == {"sha256": expected, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}:
+        return
+    actual = sha256_of(path)
+    if actual == expected:
+        _record_fetched(path, actual)
+        return
+    source = settings.mirror and Path(settings.mirror) / relpath
+    origin = source if source and source.is_file() else remote["url"]
+    was = f", {recorded['size']} when fetched" if recorded.get("sha256") == expected else ""
+    raise FetchError(
+        f"{path}: this cached copy of {relpath} changed after it was fetched ({stat.st_size} bytes{was}; "
+        f"sha256 {actual}, expected {expected}); no job will read it. Delete it (rm {path}) and run again to "
+        f"fetch it afresh from {origin}"
+    )
 
 
 def _read_lock(lock: Path) -> dict:
