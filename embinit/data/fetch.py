@@ -15,12 +15,14 @@ import http.client
 import importlib.metadata
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -28,6 +30,28 @@ from pathlib import Path
 from embinit.io import atomic_path, sha256_of, write_text_atomic
 
 log = logging.getLogger(__name__)
+
+
+_HUB_URL = re.compile(
+    r"https://huggingface\.co/(?P<repo>(datasets/)?[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<file>.+)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class HubFile:
+    """A file of a Hugging Face hub repository at one revision; `repo` starts with datasets/ for a data set."""
+
+    repo: str
+    revision: str
+    file: str
+
+
+def hub_file(url: str) -> HubFile | None:
+    """The hub file a `resolve/<revision>/` URL names (the revision URL-quoted, as refs%2Fpr%2F5), else None."""
+    found = _HUB_URL.fullmatch(url)
+    if found is None:
+        return None
+    return HubFile(found["repo"], urllib.parse.unquote(found["revision"]), found["file"])
 
 
 class FetchError(RuntimeError):
