@@ -61,6 +61,7 @@ def test_online_table_asks_each_remote_and_compares_the_hubs_sha256(remote_serve
         "mt5/pytorch_model.bin": {**hub("pytorch_model.bin"), "sha256": HUB_SHA},
         "mt5/model.safetensors": hub("model.safetensors"),
         "mt5/changed.bin": {**hub("pytorch_model.bin"), "sha256": "0" * 64},
+        "mt5/member.txt": {**hub("pytorch_model.bin"), "member": "x.txt", "sha256": "0" * 64},
     }
     rows, offline = preflight(remotes, tmp_path, FetchSettings(timeout=5))
     by = {r.relpath: r for r in rows}
@@ -72,8 +73,13 @@ def test_online_table_asks_each_remote_and_compares_the_hubs_sha256(remote_serve
     assert bin_row.online.status == "hub ok @aaaaaaaaaa"
     assert by["mt5/model.safetensors"].verdict == "MISSING" and "404" in by["mt5/model.safetensors"].online.status
     assert by["mt5/changed.bin"].verdict.startswith("CHANGED")
+    assert by["mt5/member.txt"].verdict == "ok"  # the hub's hash is the archive's, not the member's
     text = render(rows, offline)
-    assert "a/gone.zip: MISSING (HTTP 404" in text and text.endswith("preflight: 2 of 5 files ready")
+    assert (
+        "a/gone.zip: MISSING (HTTP 404" in text
+        and "mt5/model.safetensors: MISSING (hub HTTP 404" in text
+        and text.endswith("preflight: 3 of 6 files ready")
+    )
 
 
 def test_offline_counts_cached_and_mirrored_copies_and_says_it_did_not_check(tmp_path):

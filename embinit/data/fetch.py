@@ -161,8 +161,10 @@ def _record_fetched(path: Path, sha256: str) -> None:
 def check_cached(relpath: str, remote: dict, path: str | Path, settings: FetchSettings) -> None:
     """Refuse a cached raw file that no longer has its known sha256: hashed only when its size or mtime moved."""
     path = Path(path)
+    if not path.is_file():
+        return
     expected = expected_sha256(relpath, remote, settings)
-    if expected is None or not path.is_file():
+    if expected is None:
         return
     stat = path.stat()
     try:

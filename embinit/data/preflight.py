@@ -20,7 +20,15 @@ from huggingface_hub import get_hf_file_metadata, hf_hub_url
 from huggingface_hub.errors import HfHubHTTPError
 from tabulate import tabulate
 
-from embinit.data.fetch import FetchError, FetchSettings, check_cached, expected_sha256, fetch, hub_file
+from embinit.data.fetch import (
+    FetchError,
+    FetchSettings,
+    HubFile,
+    check_cached,
+    expected_sha256,
+    fetch,
+    hub_file,
+)
 
 
 class Offline(Exception):
@@ -63,7 +71,9 @@ def ask_remote(remote: dict, timeout: float) -> Answer:
         return _ask_pypi(url[len("pypi:") :].split("#", 1)[0], timeout)
     hub = hub_file(url)
     if hub is not None:
-        return _ask_hub(hub, timeout)
+        answer = _ask_hub(hub, timeout)
+        # the hub describes the archive, while the configured hash is of the member taken from it
+        return dataclasses.replace(answer, size=None, sha256=None) if remote.get("member") else answer
     request = urllib.request.Request(url, method="HEAD")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -71,12 +81,13 @@ def ask_remote(remote: dict, timeout: float) -> Answer:
             return Answer(f"HTTP {response.status}", True, int(size) if size and not remote.get("member") else None)
     except urllib.error.HTTPError as err:
         err.close()
-        return Answer(f"HTTP {err.code} {err.reason}", False)
+        return Answer(f"HTTP {err.code} {err.reason}", False if err.code < 500 else None)
     except (urllib.error.URLError, OSError) as err:
         raise Offline(str(getattr(err, "reason", err))) from None
 
 
-def _ask_hub(hub, timeout: float) -> Answer:
+def _ask_hub(hub: HubFile, timeout: float) -> Answer:
+    """The hub's own answer for a file at a revision: present, its size, and for a large file its sha256."""
     repo_type, repo = (
         ("dataset", hub.repo.removeprefix("datasets/")) if hub.repo.startswith("datasets/") else ("model", hub.repo)
     )
@@ -85,8 +96,9 @@ def _ask_hub(hub, timeout: float) -> Answer:
             hf_hub_url(repo, hub.file, repo_type=repo_type, revision=hub.revision), timeout=timeout
         )
     except HfHubHTTPError as err:
-        code = err.response.status_code if err.response is not None else "?"
-        return Answer(f"hub {code}: {hub.file} not at {hub.repo}@{hub.revision}", False)
+        code = err.response.status_code if err.response is not None else 0
+        found = False if 400 <= code < 500 else None
+        return Answer(f"hub HTTP {code or '?'}: {hub.file} at {hub.repo}@{hub.revision}", found)
     except httpx2.TransportError as err:
         raise Offline(str(err)) from None
     # a large (LFS) file's etag is its sha256; a small file's is a git blob hash, not comparable
