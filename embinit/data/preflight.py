@@ -88,12 +88,9 @@ def ask_remote(remote: dict, timeout: float) -> Answer:
 
 def _ask_hub(hub: HubFile, timeout: float) -> Answer:
     """The hub's own answer for a file at a revision: present, its size, and for a large file its sha256."""
-    repo_type, repo = (
-        ("dataset", hub.repo.removeprefix("datasets/")) if hub.repo.startswith("datasets/") else ("model", hub.repo)
-    )
     try:
         meta = get_hf_file_metadata(
-            hf_hub_url(repo, hub.file, repo_type=repo_type, revision=hub.revision), timeout=timeout
+            hf_hub_url(hub.repo_id, hub.file, repo_type=hub.repo_type, revision=hub.revision), timeout=timeout
         )
     except HfHubHTTPError as err:
         code = err.response.status_code if err.response is not None else 0
