@@ -4,8 +4,9 @@ from embinit.data.fetch import check_cached
 
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
 if workflow.is_main_process:
+    _settings = FetchSettings.from_config(config)
     for _relpath, _remote in config["remotes"].items():
-        check_cached(_relpath, _remote, raw(_relpath), FetchSettings.from_config(config))
+        check_cached(_relpath, _remote, raw(_relpath), _settings)
 
 
 rule fetch:

