@@ -4,6 +4,7 @@ import json
 import os
 import re
 
+from embinit.cluster import job_resources
 from embinit.config import dim_of, initializers_of, lr_of, seeds_of, sides_of, tokenizer_of, valid_bleu_of
 from embinit.data.fetch import FetchSettings
 from embinit.data.prepare import splits_of
@@ -20,6 +21,8 @@ from embinit.training import Placement
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
+# profiles/slurm: the site's account and partition (config `cluster`) for every job that does not train
+CPU_JOB = job_resources(config["cluster"], gpu=False)
 DATA = config["data_dir"]
 RES = config["results_dir"]
 # Loaded by embinit.config.check; jobs load them again. A job's rerun trigger holds the code of the registry entry it

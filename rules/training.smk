@@ -1,5 +1,6 @@
 # Stage 4, training (embinit/training, with the models of embinit/models): one job per (block, initializer,
 # seed, variant), starting from the initializer's embedding layer(s).
+from embinit.cluster import check as check_cluster, job_resources
 
 
 rule train:
@@ -11,11 +12,14 @@ rule train:
         embeddings=TRAINED,
     log:
         TRAIN_LOG,
+    # profiles/slurm: k runs (--group-components train=k) in one allocation of one GPU (docs/performance.md)
+    group:
+        "train"
     conda:
         PIPELINE_ENV
     threads: 2
     resources:
-        gpu=1,
+        **job_resources(config["cluster"], gpu=True),
         gpu_jobs=1,  # profiles/local-gpu: k of these share one GPU (docs/performance.md)
         mem_mb=16000,
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],
@@ -26,3 +30,21 @@ rule train:
         placement=Placement.from_config(config),
     script:
         "../workflow_scripts/train.py"
+
+
+onstart:
+    # profiles/slurm: settings sbatch would refuse or leave PENDING forever fail here, before any submission
+    if workflow.non_local_exec:
+        k = workflow.group_settings.group_components.get("train", 1)
+        train = rules.train.rule.resources
+        check_cluster(
+            config["cluster"],
+            {
+                f"train x{k} (group-components train={k})": {
+                    "cpus": k * train["_cores"].value,
+                    "mem_mb": k * train["mem_mb"].value,
+                    **job_resources(config["cluster"], gpu=True),
+                },
+                "of every other job": CPU_JOB,
+            },
+        )
