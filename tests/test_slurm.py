@@ -120,7 +120,7 @@ def test_slurm_runs_the_tiny_grid_with_train_packed_on_one_gpu_of_the_gpu_partit
             ["--config", "cluster={gpu_partition: gpus}", "--set-threads", "train=64"],
             ["cluster.gpu_partition = 'gpus'"],
         ),
-        (["--set-threads", "train=64"], ["cpus=128 but partition 'gpu'"]),
+        (["--set-threads", "train=32"], ["cpus=128 but partition 'gpu''s largest node has 16"]),
     ],
 )
 def test_slurm_settings_the_cluster_cannot_run_fail_before_any_submission_naming_them(
