@@ -133,3 +133,11 @@ def test_slurm_settings_the_cluster_cannot_run_fail_before_any_submission_naming
     assert proc.returncode != 0
     assert all(part in proc.stderr + proc.stdout for part in named), proc.stderr[-3000:]
     assert len(slurm_jobs()) == before  # nothing submitted, nothing left PENDING
+
+
+def test_slurm_local_up_again_starts_nothing_and_reuses_the_running_daemons(slurm):
+    started = (slurm / "started").read_text()
+    assert {line.split()[0] for line in started.splitlines()} >= {"slurmctld", "slurmd"}
+    again = subprocess.run([SLURM_LOCAL, "up", slurm], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert (slurm / "started").read_text() == started
