@@ -29,9 +29,9 @@ FIELDS = ["id", "partition", "gres", "comment", "cpus", "memory", "time_limit", 
 def slurm(tmp_path_factory):
     """A running one-node SLURM; stops the daemons it started."""
     state = tmp_path_factory.mktemp("slurm")
-    up = subprocess.run([SLURM_LOCAL, "up", state], capture_output=True, text=True, timeout=240)
-    assert up.returncode == 0, up.stdout + up.stderr
     try:
+        up = subprocess.run([SLURM_LOCAL, "up", state], capture_output=True, text=True, timeout=240)
+        assert up.returncode == 0, up.stdout + up.stderr
         yield state
     finally:
         subprocess.run([SLURM_LOCAL, "down", state], check=True, timeout=60)
