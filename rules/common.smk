@@ -50,6 +50,10 @@ FINAL = f"{RUN}/final.json"
 METRICS = f"{RUN}/metrics.parquet"
 TRAINED = f"{RUN}/embeddings.npz"  # the reported state's input embedding layers, by side
 TRAIN_LOG = f"{RUN}/train.log"
+# What the config plans for a layer or a run (embinit.records.plan: a stale output reruns its job), each file alone
+# in its own directory, made when the file is: Snakemake takes a file missing that appears in a directory it has
+# already listed while building the DAG
+PLAN = f"{RES}/.plans/{{block}}/{{init}}/seed{{seed}}/{{job}}/plan.json"
 # Reports stage: an output named in config `outputs` is {RES}/<name>.csv (+ .md), or .png for figures.
 TABLE = f"{RES}/{{name}}.csv"
 TABLE_MD = f"{RES}/{{name}}.md"
@@ -161,6 +165,10 @@ def match_entries(blocks):
 # --- training ---
 
 
+def plan_path(wc, job):
+    return fill(PLAN, block=wc.block, init=wc.init, seed=wc.seed, job=job)
+
+
 def layer_spec(wc):
     """Everything a layer depends on but its input files (a change rebuilds it): `fingerprint` holds the
     initializer's params and code."""
@@ -180,15 +188,15 @@ def layer_inputs(wc):
     return {
         "vocab": block_path(VOCAB, wc.block, side=wc.side),
         "pretrained": pretrained_input(wc),
-        "plan": plan(layer.replace(".npy", ".plan.json"), sidecar_of(layer), layer_spec(wc)),
+        "plan": plan(plan_path(wc, f"layer_{wc.side}"), sidecar_of(layer), layer_spec(wc)),
     }
 
 
 def train_inputs(wc):
     task = task_of(wc.block)
     inputs = {split: block_path(TOKENIZED, wc.block, split=split) for split in task_splits(task)}
-    run = fill(RUN, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
-    inputs["plan"] = plan(f"{run}/plan.json", f"{run}/final.json", train_spec(wc))
+    record = fill(FINAL, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
+    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_spec(wc))
     for side in sides_of(config, wc.block):
         inputs[f"emb_{side}"] = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=side)
     if evaluated_splits(task):
