@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from embinit.data.vocab import Detokenizer, References, load_detokenizer, read_references
-from embinit.io import atomic_path, write_text_atomic
+from embinit.io import atomic_path, interrupted_writes, write_text_atomic
 from embinit.training import checkpoint, mechanism, scoring
 from embinit.training.batching import BucketBatchSampler, ClassificationData, TranslationData, load_dataset
 from embinit.training.device import describe, place
@@ -76,7 +76,8 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     RUN_LOG.addHandler(handler)
     RUN_LOG.setLevel(logging.INFO)
     try:
-        return _train(spec, out_dir, placement)
+        with place(placement, spec.get("threads", 0)) as device:
+            return _train(spec, out_dir, device)
     except Exception:
         log.exception("run %s failed", run_name(spec["run"]))
         raise
@@ -85,8 +86,11 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
         handler.close()
 
 
-def _train(spec: dict, out_dir: Path, placement: Placement) -> dict:
-    run = prepare(spec, placement)
+def _train(spec: dict, out_dir: Path, device: torch.device) -> dict:
+    run = prepare(spec, device)
+    for stale in interrupted_writes(out_dir):
+        log.info("removing %s: a temporary file of a save that was interrupted", stale)
+        stale.unlink(missing_ok=True)
     path = out_dir / "checkpoint.pt"
     identity = checkpoint.identity_of(spec)
     state = resume(run, path, identity)
@@ -133,10 +137,9 @@ class Run:
         return self.spec["kind"] == "translation"
 
 
-def prepare(spec: dict, placement: Placement) -> Run:
-    """Place the run, seed every RNG, load its inputs and build its model, optimizer and batch sampler."""
+def prepare(spec: dict, device: torch.device) -> Run:
+    """Seed every RNG, load the run's inputs and build its model (on `device`), optimizer and batch sampler."""
     kind, train_cfg, name = spec["kind"], spec["train"], run_name(spec["run"])
-    device = place(placement, spec.get("threads", 0))
     checkpoint.seed_everything(spec["seed"])
     max_len = spec["model"]["max_len"]
     splits = {split: load_dataset(kind, path, max_len) for split, path in spec["data"].items() if path}
@@ -203,7 +206,7 @@ def epoch_row(run: Run, epoch: int) -> dict:
         run.model, run.optimizer, run.splits["train"], run.sampler, run.device, run.bf16, run.name, epoch
     )
     if run.device.type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(run.device)
     train_seconds = time.perf_counter() - began
     row = {
         "epoch": epoch,
@@ -230,7 +233,7 @@ def epoch_row(run: Run, epoch: int) -> dict:
             )
         )
         if run.device.type == "cuda":
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(run.device)
         timing["mechanism_seconds"] = time.perf_counter() - probe_began
     row.update(timing)
     log.info("%s epoch %d: %s", run.name, epoch, {k: round(v, 4) for k, v in row.items() if k != "epoch"})
