@@ -68,7 +68,7 @@ def test_rerun_after_a_layer_change_and_a_forced_rerun_equal_fresh_runs(tmp_path
     _assert_same_outcome(work, fresh)
     assert "a rerun trains it again" in (work / RUN / "train.log").read_text()
 
-    for name in ("final.json", "metrics.parquet", "checkpoint.pt", "../embedding_encoder.npy"):
+    for name in ("final.json", "metrics.parquet", "checkpoint.pt", "checkpoint.pt.sha256", "../embedding_encoder.npy"):
         assert _mode(work / RUN / name) == 0o666 & ~_umask(), name  # not mkstemp's 0600
 
 
