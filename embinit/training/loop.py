@@ -52,20 +52,22 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     tokenized parquet paths; embeddings {encoder, decoder (translation)}: N x D .npy the layers start from;
     translation only: detokenizer (the vocab stage's detokenizer file of the decoder side: its tokens are what
     paper BLEU scores, its tokenizer detokenizes for standard sacreBLEU) and references {valid, test} (the
-    vocab stage's references files); model: config `model`; train: config `train` (without device and
-    num_threads); variant {pos_encoding, embedding_trainable}; epochs; batch_size; lr; seed; valid_bleu
+    vocab stage's references files); model: config `model`; train: config `train` (without the placement's
+    keys: device, num_threads, deterministic); variant {pos_encoding, embedding_trainable}; epochs; batch_size; lr; seed; valid_bleu
     (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always); num_classes
     (classification); run {block, task, initializer, seed, variant}; optional log (default out_dir/train.log)
     and threads (the job's threads, used when placement.num_threads is 0). Every file of the spec is part of
-    the run's identity (embinit.training.checkpoint.input_files); `placement` (device, threads) is not.
+    the run's identity (embinit.training.checkpoint.input_files); `placement` (device, threads, determinism)
+    is not: the run holds its device (a GPU slot) while it trains (embinit.training.device.place).
 
     Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.tok.hyp.txt / test.tok.ref.txt
     (paper BLEU's input) and test.hyp.txt / test.ref.txt (standard sacreBLEU's), embeddings.npz (the input
     embedding matrices of the reported state, keys `encoder` and, translation, `decoder`), and final.json last.
     train.mechanism (default true) adds the mechanism metrics to every epoch's row (embinit.training.mechanism;
     train.mechanism_probe: its number of validation sentences).
-    Resumes from out_dir/checkpoint.pt when it is of the same identity and unfinished (see
-    embinit.training.checkpoint.resumable_checkpoint).
+    Resumes from out_dir/checkpoint.pt when its sha256 sidecar vouches for it and it is of the same identity and
+    unfinished (see embinit.training.checkpoint.resumable_checkpoint); first removes the temporary files a
+    killed save left in out_dir.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
