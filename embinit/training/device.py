@@ -30,7 +30,7 @@ def place(placement: Placement, job_threads: int = 0) -> Iterator[torch.device]:
         make_deterministic()
     with contextlib.ExitStack() as stack:
         device = pick_device(placement.device, stack)
-        if device.type == "cuda":
+        if device.type == "cuda" and device.index is not None:
             torch.cuda.set_device(device)  # stray allocations and synchronize() go to the run's GPU, not to GPU 0
         yield device
 
