@@ -527,8 +527,9 @@ def test_checkpoint_saved_with_two_gpus_rng_resumes_where_none_is_visible(refere
     assert_same_run(tmp_path, resumed, out, final)
 
 
-def test_deterministic_kernels_change_nothing_on_the_cpu(reference_run, toy, tmp_path):
+def test_deterministic_kernels_change_nothing_on_the_cpu(reference_run, toy, tmp_path, monkeypatch):
     out, final = reference_run
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)  # restored after the run set it
     try:
         again = loop.train_run(make_spec(toy), tmp_path, Placement("cpu", deterministic=True))
     finally:
