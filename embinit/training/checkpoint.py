@@ -248,6 +248,7 @@ def verify_digest(path: Path) -> None:
 
 
 def discard(path: Path) -> None:
+    """Delete a checkpoint with its sidecar: neither is of use without the other."""
     path.unlink()
     digest_path(path).unlink(missing_ok=True)
 

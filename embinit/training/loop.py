@@ -53,10 +53,10 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     translation only: detokenizer (the vocab stage's detokenizer file of the decoder side: its tokens are what
     paper BLEU scores, its tokenizer detokenizes for standard sacreBLEU) and references {valid, test} (the
     vocab stage's references files); model: config `model`; train: config `train` (without the placement's
-    keys: device, num_threads, deterministic); variant {pos_encoding, embedding_trainable}; epochs; batch_size; lr; seed; valid_bleu
-    (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always); num_classes
-    (classification); run {block, task, initializer, seed, variant}; optional log (default out_dir/train.log)
-    and threads (the job's threads, used when placement.num_threads is 0). Every file of the spec is part of
+    keys: device, num_threads, deterministic); variant {pos_encoding, embedding_trainable}; epochs; batch_size;
+    lr; seed; valid_bleu (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always);
+    num_classes (classification); run {block, task, initializer, seed, variant}; optional log (default
+    out_dir/train.log) and threads (the job's threads, used when placement.num_threads is 0). Every file of the spec is part of
     the run's identity (embinit.training.checkpoint.input_files); `placement` (device, threads, determinism)
     is not: the run holds its device (a GPU slot) while it trains (embinit.training.device.place).
 
