@@ -76,10 +76,10 @@ def test_a_killed_job_frees_its_gpu_and_other_processes_count(fake_gpus):
 
 def test_slots_are_named_by_the_physical_gpu(fake_gpus, monkeypatch):
     """Two snakemake processes given other CUDA_VISIBLE_DEVICES lists count the same physical GPUs."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, MIG-GPU-5a/1/0")
     with contextlib.ExitStack() as first, contextlib.ExitStack() as second:
         picked(first), picked(second)
-        assert sorted(p.name for p in device.SLOT_DIR.glob("gpu-*")) == ["gpu-1.0.lock", "gpu-3.0.lock"]
+        assert sorted(p.name for p in device.SLOT_DIR.glob("gpu-*")) == ["gpu-3.0.lock", "gpu-MIG-GPU-5a_1_0.0.lock"]
 
 
 def test_one_visible_gpu_takes_no_lock(fake_gpus):

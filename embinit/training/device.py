@@ -86,8 +86,8 @@ def hold_least_busy_gpu(count: int, stack: contextlib.ExitStack) -> int:
     until `stack` closes. Jobs of every snakemake process of this user on this machine count."""
     if count == 1:
         return 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    physical = [visible[i].strip() if i < len(visible) and visible[i].strip() else str(i) for i in range(count)]
+    visible = [name.strip().replace("/", "_") for name in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    physical = [visible[i] if i < len(visible) and visible[i] else str(i) for i in range(count)]  # MIG names hold "/"
     SLOT_DIR.mkdir(parents=True, exist_ok=True)
     with open(SLOT_DIR / "pick.lock", "a") as pick:
         fcntl.flock(pick, fcntl.LOCK_EX)  # one job picks at a time
