@@ -41,7 +41,17 @@ rule vocabularies:
         vocabulary_targets(config["run_blocks"]),
 
 
+onstart:
+    if workflow.is_main_process and workflow.execution_settings.lock:
+        RESULTS_LOCK.acquire()
+
+
+onerror:
+    RESULTS_LOCK.release()
+
+
 onsuccess:
+    RESULTS_LOCK.release()
     print(f"\nDone. Tables (CSV for code, Markdown to read) are in {RES}/: " + ", ".join(config["outputs"]) + ".")
     print(f"Start with {RES}/paper_comparison.md (ours beside the paper's, finding by finding).")
     print(

@@ -101,7 +101,12 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
         yield f"variants.{name}.pos_encoding", variant["pos_encoding"], registries["position encoding"]
     for section in ("tasks", "sources"):
         for name, entry in config[section].items():
-            yield from ((f"{section}.{name}.files.{r}", path, config["remotes"]) for r, path in entry["files"].items())
+            for role, paths in entry["files"].items():
+                key = f"{section}.{name}.files.{role}"
+                if isinstance(paths, str):
+                    yield key, paths, config["remotes"]
+                else:  # a task's list of files, read one after another
+                    yield from ((f"{key}[{i}]", path, config["remotes"]) for i, path in enumerate(paths))
     for name, block in blocks.items():
         yield f"blocks.{name}.task", block["task"], config["tasks"]
         yield from (
@@ -110,6 +115,8 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
     yield from ((f"{key}.block", config[key]["block"], blocks) for key in ("table3", "table4", "table6", "table10"))
     yield "table4.questions", config["table4"]["questions"], config["remotes"]
     yield from ((f"figure1.seeds.{n}", n, blocks) for n in config["figure1"].get("seeds", {}))
+    t3 = config["table3"]
+    yield from ((f"table3.seeds_by_variant.{v}", v, t3["variants"]) for v in t3.get("seeds_by_variant", {}))
 
 
 def check(config: dict) -> None:
@@ -145,6 +152,19 @@ def check(config: dict) -> None:
         _check_block(config, name)
     _check_outputs(config)
     _check_heads(config)
+    _try_entries(config)
+
+
+def _try_entries(config: dict) -> None:
+    """Call each registry entry the config names once on a small input (embinit.trials), so an extension with a
+    wrong signature, type or shape stops here, naming its file and function, not in a job."""
+    from embinit.trials import TrialError, try_entries
+
+    encodings = dict.fromkeys(v["pos_encoding"] for v in config["variants"].values())
+    try:
+        try_entries(config, config["initializers"], list(encodings))
+    except TrialError as e:
+        raise ConfigError(f"config names a registry entry that fails on a small input: {e}") from None
 
 
 def _check_outputs(config: dict) -> None:

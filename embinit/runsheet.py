@@ -33,7 +33,8 @@ COLUMNS = [
 
 def selections(config: dict) -> list[dict]:
     """Which runs each output shows: its blocks, initializers (None: each block's own), variants and seeds (None:
-    each block's; an int: the first that many; a dict: per block, as Figure 1's five-seed GloVe panel)."""
+    each block's; an int: the first that many; a dict: per block, as Figure 1's five-seed GloVe panel), and for
+    Table 3 seeds per variant where a cell has more runs than the others (`seeds_by_variant`)."""
     t3, t10 = config["table3"], config["table10"]
     table1 = [i for i in config["initializers"] if i != "Xavier_Pretrained"]  # that one is Table 7
     with_control = [b for b in config["run_blocks"] if "Xavier_Pretrained" in initializers_of(config, b)]
@@ -47,6 +48,7 @@ def selections(config: dict) -> list[dict]:
             "initializers": t3["initializers"],
             "variants": t3["variants"],
             "seeds": t3.get("seeds"),
+            "seeds_by_variant": t3.get("seeds_by_variant", {}),
         },  # fmt: skip
         {
             "output": "figure1",
@@ -114,7 +116,7 @@ def run_sheet(config: dict, paths: dict[str, str]) -> pd.DataFrame:
         for init in initializers_of(config, block)
         if sel.get("initializers") is None or init in sel["initializers"]
         for variant in sel.get("variants", ["base"])
-        for seed in _seeds(config, block, sel.get("seeds"))
+        for seed in _seeds(config, block, sel.get("seeds_by_variant", {}).get(variant, sel.get("seeds")))
     ]
     return pd.DataFrame(rows, columns=COLUMNS + list(paths))
 

@@ -12,6 +12,7 @@ from embinit.extensions import ExtensionFiles, code_fingerprint
 from embinit.layers.initializers import INITIALIZERS, fingerprint, reads_pretrained
 from embinit.layers.pretrained import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
+from embinit.records import ResultsLock, plan, sidecar_of
 from embinit.runsheet import run_sheet
 from embinit.training import Placement
 
@@ -122,7 +123,8 @@ def raw_inputs(blocks):
     """Every raw file the blocks need: their tasks' data and their sources' files."""
     paths = set()
     for block in blocks:
-        paths.update(config["tasks"][task_of(block)]["files"].values())
+        for files in config["tasks"][task_of(block)]["files"].values():
+            paths.update([files] if isinstance(files, str) else files)  # a role may name a list
         for source in config["blocks"][block]["sources"].values():
             if source is not None:
                 paths.update(config["sources"][source]["files"].values())
@@ -156,9 +158,34 @@ def match_entries(blocks):
 # --- training ---
 
 
+def layer_spec(wc):
+    """Everything a layer depends on but its input files (a change rebuilds it): `fingerprint` holds the
+    initializer's params and code."""
+    params = config["initializer_params"].get(wc.init, {})
+    return {
+        "initializer": wc.init,
+        "params": params,
+        "fingerprint": fingerprint(wc.init, params),
+        "seed": int(wc.seed),
+        "dim": dim_of(config, wc.block),
+        "side": wc.side,
+    }
+
+
+def layer_inputs(wc):
+    layer = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=wc.side)
+    return {
+        "vocab": block_path(VOCAB, wc.block, side=wc.side),
+        "pretrained": pretrained_input(wc),
+        "plan": plan(layer.replace(".npy", ".plan.json"), sidecar_of(layer), layer_spec(wc)),
+    }
+
+
 def train_inputs(wc):
     task = task_of(wc.block)
     inputs = {split: block_path(TOKENIZED, wc.block, split=split) for split in task_splits(task)}
+    run = fill(RUN, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
+    inputs["plan"] = plan(f"{run}/plan.json", f"{run}/final.json", train_spec(wc))
     for side in sides_of(config, wc.block):
         inputs[f"emb_{side}"] = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=side)
     if evaluated_splits(task):
@@ -251,6 +278,7 @@ STATS_TABLES = {
 }
 # The run sheet (embinit.runsheet): every run an output shows, one row per (output, run). Report rules take their
 # inputs from it and pass their rows on (params.runs), so each report gets exactly the runs it shows.
+RESULTS_LOCK = ResultsLock(RES)
 RUNS = run_sheet(config, {"final": FINAL, "metrics": METRICS, "trained": TRAINED, "run": RUN})
 
 

@@ -1,5 +1,12 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
+from embinit.data.fetch import check_cached
+
+# A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
+if workflow.is_main_process:
+    _settings = FetchSettings.from_config(config)
+    for _relpath, _remote in config["remotes"].items():
+        check_cached(_relpath, _remote, raw(_relpath), _settings)
 
 
 rule fetch:
@@ -21,12 +28,41 @@ rule fetch:
         "../workflow_scripts/fetch.py"
 
 
+# The remotes of every raw file the run_blocks (and Table 4) read, by relpath: what prefetch and preflight cover.
+NEEDED_REMOTES = {
+    rel: config["remotes"][rel]
+    for rel in [p.removeprefix(raw("")) for p in raw_inputs(config["run_blocks"])] + [config["table4"]["questions"]]
+}
+
+
 rule prefetch:
-    """Fetch everything the run_blocks (and Table 4) need, e.g. on a login node before a cluster run."""
-    input:
-        raw_inputs(config["run_blocks"]),
-        raw(config["table4"]["questions"]),
+    """Fetch everything the run_blocks (and Table 4) need, e.g. on a login node; every failure listed at the end."""
+    log:
+        fill(DATA_LOG, stage="prefetch", name="summary"),
     localrule: True
+    conda:
+        PIPELINE_ENV
+    params:
+        remotes=NEEDED_REMOTES,
+        raw_dir=raw(""),
+        settings=FetchSettings.from_config(config),
+    script:
+        "../workflow_scripts/prefetch.py"
+
+
+rule preflight:
+    """One table of every remote the run needs: hash, cached copy, mirror hit, what the remote says (no download)."""
+    log:
+        fill(DATA_LOG, stage="preflight", name="table"),
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    params:
+        remotes=NEEDED_REMOTES,
+        raw_dir=raw(""),
+        settings=FetchSettings.from_config(config),
+    script:
+        "../workflow_scripts/preflight.py"
 
 
 # One rule per task, because each task has its own set of splits and sides.
@@ -36,7 +72,7 @@ for _task, _tcfg in config["tasks"].items():
         name:
             f"prepare_{_task}"
         input:
-            **{role: raw(path) for role, path in _tcfg["files"].items()},
+            **{role: expand(RAW, relpath=paths) for role, paths in _tcfg["files"].items()},
         output:
             **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
         log:

@@ -28,10 +28,9 @@ rule extract_embeddings:
 
 
 rule initialize_embedding:
-    """The layer a run starts from. `fingerprint` changes when this initializer's params or code change."""
+    """The layer a run starts from. Its spec's `fingerprint` changes when this initializer's params or code change."""
     input:
-        vocab=lambda wc: block_path(VOCAB, wc.block, side=wc.side),
-        pretrained=pretrained_input,
+        unpack(layer_inputs),
     output:
         npy=EMBEDDING,
     log:
@@ -39,12 +38,7 @@ rule initialize_embedding:
     conda:
         PIPELINE_ENV
     params:
-        initializer=lambda wc: wc.init,
-        params=lambda wc: config["initializer_params"].get(wc.init, {}),
-        fingerprint=lambda wc: fingerprint(wc.init, config["initializer_params"].get(wc.init, {})),
-        seed=lambda wc: int(wc.seed),
-        dim=lambda wc: dim_of(config, wc.block),
-        side=lambda wc: wc.side,
+        spec=layer_spec,
         extensions=EXTENSIONS,
     script:
         "../workflow_scripts/initialize_embedding.py"

@@ -179,3 +179,65 @@ def save_runs(tmp_path: Path, records: list[dict], config: dict = TABLES_CONFIG)
             | {"final": str(run_dir / "final.json"), "metrics": str(run_dir / "metrics.parquet")}
         )
     return pd.DataFrame(rows)
+
+
+# IWSLT2017 de-en as the archive data/2017-01-trnted/texts/de/en/de-en.zip holds it (members de-en/<name>) and the
+# mirror places it (iwslt2017/de-en/<name>): train.tags interleave a talk's metadata tags with its sentence lines;
+# dev and test files are XML, one <seg> per line, the German srcset line by line beside the English refset.
+IWSLT_TEST_SETS = [f"tst{year}" for year in range(2010, 2016)]
+TALK_TAGS = [
+    "<url>http://www.ted.com/talks/{lang}/a_talk.html</url>",
+    "<keywords>talks, science</keywords>",
+    "<speaker>A. Speaker</speaker>",
+    "<talkid>{talk}</talkid>",
+    "<title>A. Speaker: a talk ({lang})</title>",
+    "<description>TED Talk Subtitles and Transcript: a talk in {lang}</description>",
+]
+
+
+def _iwslt_train(pairs_by_talk: list[list[tuple[str, str]]], side: int) -> list[str]:
+    lines = []
+    for talk, pairs in enumerate(pairs_by_talk, start=1):
+        lines += [tag.format(lang=("de", "en")[side], talk=talk) for tag in TALK_TAGS]
+        lines += [pair[side] for pair in pairs]
+    return lines
+
+
+def _iwslt_xml(set_name: str, pairs_by_talk: list[list[tuple[str, str]]], side: int) -> list[str]:
+    opening = (
+        f'<srcset setid="iwslt2017-{set_name}" srclang="german">'
+        if side == 0
+        else f'<refset setid="iwslt2017-{set_name}" srclang="german" trglang="english" refid="ref">'
+    )
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<mteval>", opening]
+    for talk, pairs in enumerate(pairs_by_talk, start=1):
+        lines.append(f'<doc docid="{talk}" genre="lectures">')
+        lines += [tag.format(lang=("de", "en")[side], talk=talk) for tag in TALK_TAGS if "keywords" not in tag]
+        lines += [f'<seg id="{i}"> {pair[side]} </seg>' for i, pair in enumerate(pairs, start=1)]
+        lines.append("</doc>")
+    return lines + [("</srcset>", "</refset>")[side], "</mteval>"]
+
+
+def write_iwslt(root: Path) -> dict:
+    """Tiny IWSLT2017 files at the default config's paths under `root` (each test set's segments named after it);
+    return the config's `files` with those paths."""
+    train = [
+        [("Danke , Chris .", "Thank you , Chris ."), ("AT&T baut Netze .", "AT&T builds networks .")],
+        [("Hallo Welt .", "Hello world .")],
+    ]
+    folder = root / "iwslt2017" / "de-en"
+    folder.mkdir(parents=True, exist_ok=True)
+    for side, lang in enumerate(("de", "en")):
+        files = {
+            f"train.tags.de-en.{lang}": _iwslt_train(train, side),
+            f"IWSLT17.TED.dev2010.de-en.{lang}.xml": _iwslt_xml(
+                "dev2010", [[("Guten Tag &amp; mehr", "Good day &amp; more")]], side
+            ),
+        }
+        for s in IWSLT_TEST_SETS:
+            talk = [(f"Satz {s} {i}", f"sentence {s} {i}") for i in (1, 2)]
+            files[f"IWSLT17.TED.{s}.de-en.{lang}.xml"] = _iwslt_xml(s, [talk], side)
+        for name, lines in files.items():
+            (folder / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    files = load_default_config()["tasks"]["iwslt2017"]["files"]
+    return {role: str(root / p) if isinstance(p, str) else [str(root / q) for q in p] for role, p in files.items()}

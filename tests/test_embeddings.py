@@ -465,3 +465,50 @@ def test_config_checks_missing_params_against_the_policy(missing, params, expect
     with pytest.raises(ConfigError) as error:
         _check_missing(missing, params)
     assert str(error.value).startswith(expected)
+
+
+def t5_state_dict(rows: int = 7, dim: int = 3) -> dict:
+    """A T5-shaped state dict: `shared` tied to both embed_tokens, plus a layer and the LM head."""
+    import torch
+
+    shared = torch.from_numpy(np.random.default_rng(1).normal(size=(rows, dim)).astype(np.float32))
+    return {
+        "shared.weight": shared,
+        "encoder.embed_tokens.weight": shared,
+        "decoder.embed_tokens.weight": shared,
+        "encoder.block.0.layer.0.SelfAttention.q.weight": torch.zeros(dim, dim),
+        "lm_head.weight": torch.ones(rows, dim),
+    }
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy"])
+def test_pytorch_model_bin_gives_the_same_rows_as_safetensors(tmp_path, zip_format):
+    import torch
+    from safetensors.torch import save_file as save_torch_file
+
+    from embinit.layers.pretrained import read_hf
+
+    state = t5_state_dict()
+    torch.save(state, tmp_path / "pytorch_model.bin", _use_new_zipfile_serialization=zip_format)
+    # safetensors refuses shared storage: the hub's conversions keep one copy of each tensor
+    save_torch_file({k: v.clone() for k, v in state.items()}, str(tmp_path / "model.safetensors"))
+    vocab = pd.read_parquet(write_vocab(tmp_path / "vocab.parquet", ["man", "dog", "cat"], [1, 0, 2, 3, 5, 6, None]))
+    from_bin, matched_bin = read_hf(vocab, {"weights": str(tmp_path / "pytorch_model.bin")}, 3)
+    from_st, matched_st = read_hf(vocab, {"weights": str(tmp_path / "model.safetensors")}, 3)
+    np.testing.assert_array_equal(from_bin, from_st)
+    np.testing.assert_array_equal(matched_bin, matched_st)
+    np.testing.assert_array_equal(from_bin[:6], state["shared.weight"].numpy()[[1, 0, 2, 3, 5, 6]])
+
+
+def test_pytorch_model_bin_refuses_pickled_code_and_other_files(tmp_path):
+    import torch
+
+    from embinit.layers.pretrained import read_hf
+
+    vocab = pd.read_parquet(write_vocab(tmp_path / "vocab.parquet", ["man"], [1, 0, 2, 3, 5]))
+    torch.save({"shared.weight": torch.zeros(7, 3), "hook": Path("x")}, tmp_path / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"pytorch_model\.bin: not a readable PyTorch state dict"):
+        read_hf(vocab, {"weights": str(tmp_path / "pytorch_model.bin")}, 3)
+    (tmp_path / "tf_model.h5").write_bytes(b"\x89HDF")
+    with pytest.raises(ValueError, match=r"tf_model\.h5: weights file of unknown kind '\.h5'; known: \.safetensors"):
+        read_hf(vocab, {"weights": str(tmp_path / "tf_model.h5")}, 3)

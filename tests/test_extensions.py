@@ -53,11 +53,10 @@ def constant(pretrained, shape, rng, value: float = 1.0):
 
 EVERY_REGISTRY = """
 import numpy as np
-import torch.nn as nn
 
 from embinit.layers.initializers import register
 from embinit.layers.pretrained import register_missing
-from embinit.models.position import register as register_position
+from embinit.models.position import PositionEncoding, register as register_position
 
 
 @register("Ones_Ext")
@@ -71,12 +70,8 @@ def ones_missing(ctx, value: float = 1.0):
 
 
 @register_position("none_ext")
-class NoneExt(nn.Module):
-    def __init__(self, dim, config):
-        super().__init__()
-
-    def forward(self, x, start=0):
-        return x
+class NoneExt(PositionEncoding):
+    pass  # no position information: every hook keeps its default
 """
 
 

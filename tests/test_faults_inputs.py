@@ -1,47 +1,79 @@
 """Faults in what a user feeds the workflow, end to end: a corrupt or misaligned corpus fails its prepare job
-naming the files; a bad config file or value fails `snakemake -n` before any job, in a few lines naming the
+naming the files (a malformed row: its line; a dropped empty sentence is named in the log); a bad config file or value fails `snakemake -n` before any job, in a few lines naming the
 file or key (docs/reliability.md lists them).
 """
 
 import gzip
 
+import pandas as pd
 import pytest
 
-from conftest import EN, REPO, run_snakemake, write_config, write_gz_lines
+from conftest import EN, REPO, TINY_REMOTES, run_snakemake, write_config, write_gz_lines, write_iwslt
 
 pytestmark = pytest.mark.slow
 
 MULTI30K = "multi30k/task1/raw"
-PREPARED = "data/prepared/multi30k"
 
 
-def _prepare_multi30k(tmp_path, mirror):
-    """Run prepare_multi30k on the tiny mirror (its files have other hashes than the real ones)."""
-    files = [f"{MULTI30K}/{split}.{lang}.gz" for split in ("train", "val", "test_2016_flickr") for lang in ("de", "en")]
-    cfg = write_config(tmp_path / "c.yaml", {"mirror": str(mirror), "remotes": {f: {"sha256": None} for f in files}})
+def _prepare(tmp_path, mirror, task, fails=True):
+    """Run prepare_<task> on a tiny mirror (its files have other hashes than the real ones); return its output."""
+    remotes = {rel: {"sha256": None} for rel in TINY_REMOTES if rel.startswith(("multi30k", "glue"))}
+    cfg = write_config(tmp_path / "c.yaml", {"mirror": str(mirror), "remotes": remotes})
     work = tmp_path / "work"
     work.mkdir()
-    proc = run_snakemake([f"{PREPARED}/train.parquet", "--cores", "2", "--configfile", str(cfg)], cwd=work, check=False)
-    assert proc.returncode != 0
-    assert not (work / PREPARED).exists() or not any((work / PREPARED).iterdir())
+    target = f"data/prepared/{task}/train.parquet"
+    proc = run_snakemake([target, "--cores", "2", "--configfile", str(cfg)], cwd=work, check=False)
+    assert (proc.returncode != 0) == fails, proc.stderr[-3000:]
+    if fails:
+        assert not (work / "data/prepared" / task).exists() or not any((work / "data/prepared" / task).iterdir())
     return proc.stdout + proc.stderr
 
 
 def test_truncated_gzip_fails_prepare_naming_it(tmp_path, tiny_mirror):
     path = tiny_mirror / MULTI30K / "train.de.gz"
     path.write_bytes(path.read_bytes()[:-12])
-    out = _prepare_multi30k(tmp_path, tiny_mirror)
+    out = _prepare(tmp_path, tiny_mirror, "multi30k")
     assert f"DataError: data/raw/{MULTI30K}/train.de.gz: truncated or corrupt gzip file" in out
 
 
 def test_misaligned_corpus_fails_prepare_naming_both_files_and_counts(tmp_path, tiny_mirror):
     write_gz_lines(tiny_mirror / MULTI30K / "val.en.gz", [EN[0], EN[2]])  # EN[1] deleted; val.de.gz has DE[:3]
     assert len(gzip.decompress((tiny_mirror / MULTI30K / "val.de.gz").read_bytes()).splitlines()) == 3
-    out = _prepare_multi30k(tmp_path, tiny_mirror)
+    out = _prepare(tmp_path, tiny_mirror, "multi30k")
     assert (
-        f"DataError: parallel files differ in length: data/raw/{MULTI30K}/val.de.gz has 3 sentences, "
+        f"DataError: parallel files differ in length: data/raw/{MULTI30K}/val.de.gz has 3 lines, "
         f"data/raw/{MULTI30K}/val.en.gz has 2"
     ) in out
+
+
+def test_sst2_extra_column_fails_prepare_naming_file_and_line(tmp_path, tiny_mirror):
+    dev = tiny_mirror / "glue/SST-2/dev.tsv"
+    lines = dev.read_text().splitlines()
+    dev.write_text("\n".join([*lines[:2], lines[2] + "\tstray", *lines[3:]]) + "\n")
+    out = _prepare(tmp_path, tiny_mirror, "sst2")
+    assert (
+        "DataError: data/raw/glue/SST-2/dev.tsv:3: 3 tab-separated field(s) where the header has 2 (sentence, label); "
+        "a tab inside a sentence, or a column too many or too few"
+    ) in out
+
+
+def test_iwslt_prepare_reads_six_test_sets_and_drops_an_empty_segment_naming_it(tmp_path):
+    """The workflow hands prepare a role's list of files; an empty segment is dropped and the log names its line."""
+    mirror = tmp_path / "mirror"
+    write_iwslt(mirror)
+    tst2012_en = mirror / "iwslt2017/de-en/IWSLT17.TED.tst2012.de-en.en.xml"
+    lines = tst2012_en.read_text().splitlines()
+    assert lines[9] == '<seg id="1"> sentence tst2012 1 </seg>'
+    tst2012_en.write_text("\n".join([*lines[:9], '<seg id="1">  </seg>', *lines[10:]]) + "\n")
+    _prepare(tmp_path, mirror, "iwslt2017", fails=False)
+    test = pd.read_parquet(tmp_path / "work/data/prepared/iwslt2017/test.parquet")
+    expected = [f"sentence tst{y} {i}" for y in range(2010, 2016) for i in (1, 2) if (y, i) != (2012, 1)]
+    assert test["tgt"].tolist() == expected
+    log = (tmp_path / "work/data/logs/prepare/iwslt2017.log").read_text()
+    assert (
+        "test: dropped 1 pair(s) with an empty or blank-only sentence: "
+        "data/raw/iwslt2017/de-en/IWSLT17.TED.tst2012.de-en.en.xml:10"
+    ) in log
 
 
 def _dry_run_error(tmp_path, args):
@@ -88,6 +120,26 @@ def test_schema_violations_are_listed_one_per_line(tmp_path):
             "config key initializer_params.Pretrained_Shuffled.mode: 'columns' is not one of ['rows_columns', 'elements']",
         ),
         ({"table4": {"block": "multi30k_glvoe"}}, "config key table4.block: unknown name 'multi30k_glvoe'"),
+        (
+            {
+                "tasks": {
+                    "iwslt2017": {
+                        "files": {
+                            "test_src": [
+                                "iwslt2017/de-en/IWSLT17.TED.tst2010.de-en.de.xml",
+                                "iwslt2017/de-en/IWSLT17.TED.tst2016.de-en.de.xml",
+                            ]
+                        }
+                    }
+                }
+            },
+            "config key tasks.iwslt2017.files.test_src[1]: unknown name "
+            "'iwslt2017/de-en/IWSLT17.TED.tst2016.de-en.de.xml'",
+        ),
+        (
+            {"tasks": {"iwslt2017": {"files": {"test_tgt": []}}}},
+            "config key tasks.iwslt2017.files.test_tgt: [] is not valid under any of the given schemas",
+        ),
     ],
 )
 def test_bad_value_fails_at_load_naming_the_key(tmp_path, overrides, expected):

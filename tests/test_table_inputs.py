@@ -66,3 +66,18 @@ def test_table5_reads_the_base_runs_it_counts(planned_inputs):
     for row in table.itertuples():
         assert sum(f"/{row.block}/" in path for path in inputs) == row.n_runs, row.block
     assert {path.split("/")[2] for path in inputs} == set(table.block)
+
+
+def test_table3_seeds_by_variant_give_one_cell_more_seeds():
+    """Paper scale's frozen + P cell over 3 seeds while the no-P cells keep 1 (issue 33)."""
+    from snakemake.utils import update_config
+
+    from embinit.config import load
+    from embinit.runsheet import run_sheet
+
+    config = load(REPO / "config.yaml")
+    update_config(config, load(REPO / "config" / "paper-scale-cpu.yaml"))
+    config["table3"]["seeds_by_variant"] = {"frozen": 3, "base": 3}
+    sheet = run_sheet(config, {"final": "{block}/{init}/seed{seed}/{variant}/final.json"})
+    seeds = sheet[sheet.output == "table3"].groupby("variant").seed.apply(list).to_dict()
+    assert seeds == {"base": [0, 1, 2], "frozen": [0, 1, 2], "nopos": [0], "nopos_frozen": [0]}

@@ -1,27 +1,29 @@
 """Snakemake script: the embedding layer one run starts from (embinit.layers.initializers.initialize_file).
 
 input:  vocab (vocabulary parquet: N = its rows), pretrained (pretrained_<side>.npy; leave it out when the side
-        has no source: the layer is then Xavier)
-params: initializer (str), params (dict: config initializer_params entry), seed (int), dim (int: D),
-        side (str: mixed into the seed), fingerprint (str: embinit.layers.initializers.fingerprint; only triggers
-        reruns), extensions (embinit.extensions.ExtensionFiles, loaded first so an initializer they register is
-        known)
-output: npy (N x D float32); log: one file
+        has no source: the layer is then Xavier), plan (what the workflow plans: it only triggers reruns,
+        embinit.records.plan)
+params: spec (dict: initializer, params (its config initializer_params entry), fingerprint (its params and code:
+        embinit.layers.initializers.fingerprint), seed, dim (D), side (mixed into the seed)), extensions
+        (embinit.extensions.ExtensionFiles, loaded first so an initializer they register is known)
+output: npy (N x D float32), with the spec's digest beside it (embinit.records.sidecar_of); log: one file
 """
 
 from embinit.io import job_log
 from embinit.layers.initializers import initialize_file
+from embinit.records import write_sidecar
 
 with job_log(snakemake.log[0]):
-    p = snakemake.params
-    p.extensions.load()
+    spec = snakemake.params.spec
+    snakemake.params.extensions.load()
     initialize_file(
-        p.initializer,
+        spec["initializer"],
         snakemake.input.get("pretrained"),
         snakemake.input.vocab,
-        p.dim,
-        p.seed,
-        p.params,
+        spec["dim"],
+        spec["seed"],
+        spec["params"],
         snakemake.output.npy,
-        side=p.side,
+        side=spec["side"],
     )
+    write_sidecar(snakemake.output.npy, spec)

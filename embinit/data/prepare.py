@@ -1,8 +1,11 @@
 """Turn each dataset's raw files into Parquet splits with stable columns (docs/design.md).
 
 Translation splits have `src` (German) and `tgt` (English); classification splits have `text_a`, `text_b`
-(null unless the task has sentence pairs) and `label`. Malformed input (also a truncated gzip or bad UTF-8)
-fails with its file, and its line where one is to blame.
+(null unless the task has sentence pairs) and `label`. A role in config `tasks.<task>.files` names one file or a
+list read one after another (IWSLT2017's test: tst2010 ... tst2015). Bad rows follow one policy for every task
+(docs/assumptions.md): a row the format cannot read (a wrong field count, an unknown label, a tag facing a
+sentence, bad UTF-8, a truncated gzip) fails with its file and line; a well-formed pair or row with an empty or
+blank-only sentence is dropped, and the log counts them and names their lines.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import csv
 import gzip
 import html
+import logging
 import re
 import zlib
 from pathlib import Path
@@ -19,7 +23,11 @@ import pandas as pd
 
 from embinit.io import atomic_path
 
+log = logging.getLogger(__name__)
+
 MNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+SST2_LABELS = {"0": 0, "1": 1}
+SHOWN_DROPS = 10  # dropped rows named in the log; the rest are counted
 
 
 class DataError(ValueError):
@@ -27,12 +35,13 @@ class DataError(ValueError):
 
 
 def _lines(path: Path) -> Iterator[str]:
-    """The file's lines without their ends. Python's errors for a truncated gzip or bad UTF-8 name no file."""
+    """The file's lines without their ends, a UTF-8 BOM on the first dropped; Python's errors for a truncated
+    gzip or bad UTF-8 name no file."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as f:
             for number, line in enumerate(f, start=1):
-                yield line.decode("utf-8").rstrip("\r\n")
+                yield line.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
     except UnicodeDecodeError as e:
         raise DataError(f"{path}:{number}: not UTF-8 text ({e.reason} at byte {e.start} of the line)") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
@@ -46,44 +55,93 @@ def _read_lines(path: Path) -> list[str]:
     return lines
 
 
-def _check_aligned(src: list[str], tgt: list[str], src_path: Path, tgt_path: Path) -> None:
-    """Both counts, not a line number: which line was lost cannot be known from the counts."""
-    if len(src) != len(tgt):
-        raise DataError(
-            f"parallel files differ in length: {src_path} has {len(src)} sentences, {tgt_path} has {len(tgt)}"
+def _paths(value: str | list[str]) -> list[Path]:
+    """A role's files: one path, or a list (a Snakemake named input list) read in its order."""
+    return [Path(value)] if isinstance(value, str) else [Path(p) for p in value]
+
+
+def _is_blank(*sentences: str) -> bool:
+    return any(not s.strip() for s in sentences)
+
+
+def _report_dropped(split: str, what: str, where: list[str]) -> None:
+    if where:
+        more = f" and {len(where) - SHOWN_DROPS} more" if len(where) > SHOWN_DROPS else ""
+        log.warning(
+            "%s: dropped %d %s(s) with an empty or blank-only sentence: %s%s",
+            split,
+            len(where),
+            what,
+            ", ".join(where[:SHOWN_DROPS]),
+            more,
         )
-    for number, (s, t) in enumerate(zip(src, tgt), start=1):
-        if not s.strip() or not t.strip():
-            empty = src_path if not s.strip() else tgt_path
-            raise DataError(f"{empty}:{number}: empty sentence in a parallel file")
 
 
-def _multi30k_lines(path: Path) -> list[str]:
-    return _read_lines(path)
+def _multi30k_text(line: str, path: Path, number: int) -> str:
+    """Lines as read: spaCy's tokens of double spaces reproduce the paper's vocabulary sizes."""
+    return line
 
 
-_SEG = re.compile(r"<seg[^>]*>(.*?)</seg>")
+_SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
 
 
-def _iwslt_lines(path: Path) -> list[str]:
-    """IWSLT train files interleave XML-ish tags with plain sentence lines; dev/test files wrap them in <seg>."""
-    lines = _read_lines(path)
-    if path.name.endswith(".xml"):
-        return [html.unescape(m.group(1)).strip() for line in lines if (m := _SEG.search(line))]
-    return [line.strip() for line in lines if not line.lstrip().startswith("<")]
+def _iwslt_text(line: str, path: Path, number: int) -> str | None:
+    """A sentence line of train.tags, or a dev/test XML line's <seg> text; None for the other tag lines."""
+    stripped = line.strip()
+    if not stripped.startswith("<"):
+        return stripped
+    if not stripped.startswith("<seg"):
+        return None
+    if not (match := _SEG.fullmatch(stripped)):
+        raise DataError(f"{path}:{number}: a <seg> line without its closing </seg>: {stripped[:80]!r}")
+    return html.unescape(match[1]).strip()
 
 
-def _translation(files: dict[str, Path], read: Callable[[Path], list[str]]) -> dict[str, pd.DataFrame]:
+def _parallel_file(
+    src_path: Path, tgt_path: Path, text_of: Callable[[str, Path, int], str | None], dropped: list[str]
+) -> list[tuple[str, str]]:
+    """Pairs by line number, as both corpora align them; tag lines must face tag lines."""
+    src, tgt = _read_lines(src_path), _read_lines(tgt_path)
+    if len(src) != len(tgt):  # both counts, not a line number: which line was lost cannot be known
+        raise DataError(f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")
+    pairs = []
+    for number, (src_line, tgt_line) in enumerate(zip(src, tgt), start=1):
+        s, t = text_of(src_line, src_path, number), text_of(tgt_line, tgt_path, number)
+        if (s is None) != (t is None):
+            tag, text = (src_path, tgt_path) if s is None else (tgt_path, src_path)
+            raise DataError(f"{tag}:{number}: a tag line where {text} has a sentence; the files are not aligned")
+        if s is None:
+            continue
+        if _is_blank(s, t):
+            dropped.append(f"{src_path if _is_blank(s) else tgt_path}:{number}")
+            continue
+        pairs.append((s, t))
+    log.info("%d pairs from %s and %s", len(pairs), src_path, tgt_path)
+    return pairs
+
+
+def _translation(files: dict, text_of: Callable[[str, Path, int], str | None]) -> dict[str, pd.DataFrame]:
+    roles = {
+        split: (_paths(files[f"{split}_src"]), _paths(files[f"{split}_tgt"])) for split in ("train", "valid", "test")
+    }
+    for split, (src_paths, tgt_paths) in roles.items():
+        if len(src_paths) != len(tgt_paths):
+            raise DataError(
+                f"config tasks.<task>.files: {split}_src names {len(src_paths)} files and {split}_tgt "
+                f"{len(tgt_paths)}; they pair one to one, in order"
+            )
     splits = {}
-    for split in ("train", "valid", "test"):
-        src_path, tgt_path = files[f"{split}_src"], files[f"{split}_tgt"]
-        src, tgt = read(src_path), read(tgt_path)
-        _check_aligned(src, tgt, src_path, tgt_path)
-        splits[split] = pd.DataFrame({"src": src, "tgt": tgt})
+    for split, (src_paths, tgt_paths) in roles.items():
+        pairs, dropped = [], []
+        for src_path, tgt_path in zip(src_paths, tgt_paths):
+            pairs += _parallel_file(src_path, tgt_path, text_of, dropped)
+        _report_dropped(split, "pair", dropped)
+        splits[split] = pd.DataFrame({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
     return splits
 
 
-def _read_tsv(path: Path, required: list[str]) -> tuple[list[str], list[list[str]]]:
+def _read_tsv(path: Path, required: list[str]) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """The header and the numbered rows; every row has the header's field count."""
     rows = list(csv.reader(_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE))
     if not rows:
         raise DataError(f"{path}: file is empty")
@@ -93,54 +151,51 @@ def _read_tsv(path: Path, required: list[str]) -> tuple[list[str], list[list[str
         raise DataError(f"{path}:1: header {header} lacks column(s) {missing}")
     if len(rows) == 1:
         raise DataError(f"{path}: header only, no examples")
-    return header, rows[1:]
-
-
-def _sst2_split(path: Path) -> pd.DataFrame:
-    header, rows = _read_tsv(path, ["sentence", "label"])
-    sentence, label = header.index("sentence"), header.index("label")
-    text, labels = [], []
-    for number, row in enumerate(rows, start=2):
-        if len(row) <= max(sentence, label) or row[label].strip() not in ("0", "1"):
-            raise DataError(f"{path}:{number}: expected a sentence and a 0/1 label, got {row!r}")
-        text.append(row[sentence].strip())
-        labels.append(int(row[label]))
-    return pd.DataFrame(
-        {
-            "text_a": text,
-            "text_b": pd.Series([None] * len(text), dtype="string"),
-            "label": pd.Series(labels, dtype="int64"),
-        }
-    )
-
-
-def _mnli_split(path: Path) -> pd.DataFrame:
-    header, rows = _read_tsv(path, ["sentence1", "sentence2", "gold_label"])
-    a, b, g = header.index("sentence1"), header.index("sentence2"), header.index("gold_label")
-    first, second, labels = [], [], []
-    for number, row in enumerate(rows, start=2):
-        if len(row) <= max(a, b, g) or row[g] not in MNLI_LABELS:
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
             raise DataError(
-                f"{path}:{number}: expected two sentences and a label in {sorted(MNLI_LABELS)}, "
-                f"got {row[g] if len(row) > g else 'no label'!r}"
+                f"{path}:{number}: {len(row)} tab-separated field(s) where the header has {len(header)} "
+                f"({', '.join(header)}); a tab inside a sentence, or a column too many or too few"
             )
-        first.append(row[a].strip())
-        second.append(row[b].strip())
-        labels.append(MNLI_LABELS[row[g]])
-    return pd.DataFrame({"text_a": first, "text_b": second, "label": pd.Series(labels, dtype="int64")})
+    return header, enumerate(rows[1:], start=2)
 
 
-def _sst2(files: dict[str, Path]) -> dict[str, pd.DataFrame]:
-    return {"train": _sst2_split(files["train"]), "valid": _sst2_split(files["valid"])}
+def _classification(
+    paths: list[Path], columns: list[str], label: str, labels: dict[str, int], split: str
+) -> pd.DataFrame:
+    """Rows of the TSV files in order: `columns` hold the sentences, `label` one of `labels`."""
+    texts, ids, dropped = [], [], []
+    for path in paths:
+        header, rows = _read_tsv(path, [*columns, label])
+        at, label_at = [header.index(c) for c in columns], header.index(label)
+        for number, row in rows:
+            if row[label_at].strip() not in labels:
+                raise DataError(f"{path}:{number}: label {row[label_at]!r} is not one of {sorted(labels)}")
+            sentences = [row[i].strip() for i in at]
+            if _is_blank(*sentences):
+                dropped.append(f"{path}:{number}")
+                continue
+            texts.append(sentences)
+            ids.append(labels[row[label_at].strip()])
+    _report_dropped(split, "row", dropped)
+    second = [t[1] for t in texts] if len(columns) == 2 else pd.Series([None] * len(texts), dtype="string")
+    return pd.DataFrame({"text_a": [t[0] for t in texts], "text_b": second, "label": pd.Series(ids, dtype="int64")})
 
 
-def _mnli(files: dict[str, Path]) -> dict[str, pd.DataFrame]:
-    return {split: _mnli_split(files[split]) for split in ("train", "valid", "test")}
+def _sst2(files: dict) -> dict[str, pd.DataFrame]:
+    return {s: _classification(_paths(files[s]), ["sentence"], "label", SST2_LABELS, s) for s in ("train", "valid")}
 
 
-FORMATS: dict[str, Callable[[dict[str, Path]], dict[str, pd.DataFrame]]] = {
-    "multi30k": lambda files: _translation(files, _multi30k_lines),
-    "iwslt": lambda files: _translation(files, _iwslt_lines),
+def _mnli(files: dict) -> dict[str, pd.DataFrame]:
+    return {
+        s: _classification(_paths(files[s]), ["sentence1", "sentence2"], "gold_label", MNLI_LABELS, s)
+        for s in ("train", "valid", "test")
+    }
+
+
+FORMATS: dict[str, Callable[[dict], dict[str, pd.DataFrame]]] = {
+    "multi30k": lambda files: _translation(files, _multi30k_text),
+    "iwslt": lambda files: _translation(files, _iwslt_text),
     "glue_sst2": _sst2,
     "glue_mnli": _mnli,
 }
@@ -150,9 +205,12 @@ def splits_of(fmt: str) -> list[str]:
     return ["train", "valid"] if fmt == "glue_sst2" else ["train", "valid", "test"]
 
 
-def prepare(fmt: str, files: dict[str, str], outputs: dict[str, str]) -> dict[str, int]:
+def prepare(fmt: str, files: dict[str, str | list[str]], outputs: dict[str, str]) -> dict[str, int]:
     """Read a dataset's raw files (roles as in config `tasks.<task>.files`) and write one Parquet per split."""
-    splits = FORMATS[fmt]({role: Path(p) for role, p in files.items()})
+    splits = FORMATS[fmt](files)
+    for split, frame in splits.items():
+        if frame.empty:
+            raise DataError(f"split {split!r} has no examples: its files hold only tag lines or empty sentences")
     for split, frame in splits.items():
         with atomic_path(outputs[split]) as tmp:
             frame.to_parquet(tmp, index=False)

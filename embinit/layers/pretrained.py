@@ -14,13 +14,18 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import pickle
+import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Callable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
+from safetensors import safe_open
 
 from embinit.layers.initializers import AtLeast, mean_std, xavier_bound
 from embinit.io import atomic_path
@@ -131,14 +136,37 @@ def find_embedding_tensor(names: list[str], path: str) -> str:
     )
 
 
-def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows `lm_id` of the input-embedding matrix in `model.safetensors`; only that tensor is read."""
-    from safetensors import safe_open
-
-    path = files["weights"]
+def _tensor_from_safetensors(path: str) -> tuple[str, np.ndarray]:
+    """A `model.safetensors` file: only the embedding tensor is read from disk."""
     with safe_open(path, framework="pt") as f:
         name = find_embedding_tensor(list(f.keys()), path)
-        matrix = f.get_tensor(name).float().numpy()
+        return name, f.get_tensor(name).float().numpy()
+
+
+def _tensor_from_torch_bin(path: str) -> tuple[str, np.ndarray]:
+    """A `pytorch_model.bin` state dict, loaded as plain tensors (weights_only: no code runs from the file)."""
+    try:
+        # mmap: the zip format's tensors stay on disk until touched, so only the embedding is read
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+        raise ValueError(f"{path}: not a readable PyTorch state dict ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: holds a {type(state).__name__}, expected a state dict (name -> tensor)")
+    name = find_embedding_tensor(list(state), path)
+    return name, state[name].float().numpy().copy()
+
+
+# how each weights file the hubs publish is read, by its name's suffix
+WEIGHT_FORMATS = {".safetensors": _tensor_from_safetensors, ".bin": _tensor_from_torch_bin}
+
+
+def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows `lm_id` of the input-embedding matrix in `model.safetensors` or `pytorch_model.bin`."""
+    path = files["weights"]
+    suffix = Path(path).suffix
+    if suffix not in WEIGHT_FORMATS:
+        raise ValueError(f"{path}: weights file of unknown kind {suffix!r}; known: {', '.join(WEIGHT_FORMATS)}")
+    name, matrix = WEIGHT_FORMATS[suffix](path)
     if matrix.ndim != 2 or matrix.shape[1] != dim:
         raise ValueError(f"{path}: tensor {name} has shape {matrix.shape}, expected (rows, {dim})")
     lm_id = vocab["lm_id"]

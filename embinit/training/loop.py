@@ -56,9 +56,10 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     keys: device, num_threads, deterministic); variant {pos_encoding, embedding_trainable}; epochs; batch_size;
     lr; seed; valid_bleu (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always);
     num_classes (classification); run {block, task, initializer, seed, variant}; optional log (default
-    out_dir/train.log) and threads (the job's threads, used when placement.num_threads is 0). Every file of the spec is part of
-    the run's identity (embinit.training.checkpoint.input_files); `placement` (device, threads, determinism)
-    is not: the run holds its device (a GPU slot) while it trains (embinit.training.device.place).
+    out_dir/train.log) and threads (the job's threads, used when placement.num_threads is 0). Every file of
+    the spec is part of the run's identity (embinit.training.checkpoint.input_files); `placement` (device,
+    threads, determinism) is not: the run holds its device (a GPU slot) while it trains
+    (embinit.training.device.place).
 
     Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.tok.hyp.txt / test.tok.ref.txt
     (paper BLEU's input) and test.hyp.txt / test.ref.txt (standard sacreBLEU's), embeddings.npz (the input
@@ -359,4 +360,5 @@ def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
         "pos_encoding": spec["variant"]["pos_encoding"],
         "embedding_trainable": spec["variant"]["embedding_trainable"],
         "training_code": checkpoint.code_digest(),
+        "spec_digest": spec.get("spec_digest"),  # the workflow's planned spec (embinit.records), when it ran this
     }

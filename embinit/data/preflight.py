@@ -1,0 +1,202 @@
+"""Before a long run: can every raw file it needs be had? And `prefetch`: get them all, listing every failure.
+
+`preflight` asks each remote without downloading: the hub's own client for hub files (their published size and,
+for large files, sha256), an HTTP HEAD for other URLs, pip for a wheel. Once one request finds no network, the
+rest are not tried and say so: a file is then ready only if it is cached under data_dir or the mirror has it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import get_hf_file_metadata, hf_hub_url
+from huggingface_hub.errors import HfHubHTTPError
+from tabulate import tabulate
+
+from embinit.data.fetch import (
+    FetchError,
+    FetchSettings,
+    HubFile,
+    check_cached,
+    expected_sha256,
+    fetch,
+    hub_file,
+)
+
+
+class Offline(Exception):
+    """No answer at all from the network: the remaining remotes are not asked."""
+
+
+@dataclasses.dataclass
+class Answer:
+    """What a remote said: `found` None = not asked or no answer."""
+
+    status: str
+    found: bool | None
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclasses.dataclass
+class Row:
+    relpath: str
+    url: str
+    sha256: str
+    cached: bool
+    mirrored: bool | None  # None: no mirror configured
+    online: Answer
+
+    @property
+    def verdict(self) -> str:
+        """ok when a job can have the file; else why not, in a few words."""
+        if self.online.sha256 and self.sha256 not in ("", self.online.sha256):
+            return "CHANGED: the remote's sha256 differs"
+        if self.cached or self.mirrored or self.online.found:
+            return "ok"
+        return "MISSING" if self.online.found is False else "UNCHECKED: not cached, not mirrored"
+
+
+def ask_remote(remote: dict, timeout: float) -> Answer:
+    """Whether the remote has the file, without downloading it; raises Offline when nothing answers."""
+    url = remote["url"]
+    if url.startswith("pypi:"):
+        return _ask_pypi(url[len("pypi:") :].split("#", 1)[0], timeout)
+    hub = hub_file(url)
+    if hub is not None:
+        answer = _ask_hub(hub, timeout)
+        # the hub describes the archive, while the configured hash is of the member taken from it
+        return dataclasses.replace(answer, size=None, sha256=None) if remote.get("member") else answer
+    request = urllib.request.Request(url, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            size = response.headers.get("Content-Length")
+            return Answer(f"HTTP {response.status}", True, int(size) if size and not remote.get("member") else None)
+    except urllib.error.HTTPError as err:
+        err.close()
+        return Answer(f"HTTP {err.code} {err.reason}", False if err.code < 500 else None)
+    except (urllib.error.URLError, OSError) as err:
+        raise Offline(str(getattr(err, "reason", err))) from None
+
+
+def _ask_hub(hub: HubFile, timeout: float) -> Answer:
+    """The hub's own answer for a file at a revision: present, its size, and for a large file its sha256."""
+    try:
+        meta = get_hf_file_metadata(
+            hf_hub_url(hub.repo_id, hub.file, repo_type=hub.repo_type, revision=hub.revision), timeout=timeout
+        )
+    except HfHubHTTPError as err:
+        code = err.response.status_code if err.response is not None else 0
+        found = False if 400 <= code < 500 else None
+        return Answer(f"hub HTTP {code or '?'}: {hub.file} at {hub.repo}@{hub.revision}", found)
+    except httpx2.TransportError as err:
+        raise Offline(str(err)) from None
+    # a large (LFS) file's etag is its sha256; a small file's is a git blob hash, not comparable
+    etag = (meta.etag or "").strip('"')
+    sha256 = etag if len(etag) == 64 else None
+    return Answer(f"hub ok @{(meta.commit_hash or hub.revision)[:10]}", True, meta.size, sha256)
+
+
+def _installed(remote: dict) -> Answer | None:
+    """A wheel's file at the pinned version in this environment needs no network; else None."""
+    if not remote["url"].startswith("pypi:"):
+        return None
+    requirement = remote["url"][len("pypi:") :].split("#", 1)[0]
+    name, version = requirement.split("==")
+    try:
+        return Answer(f"installed {requirement}", True) if importlib.metadata.version(name) == version else None
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _ask_pypi(requirement: str, timeout: float) -> Answer:
+    name, version = requirement.split("==")
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", name, "--timeout", f"{timeout:g}", "--retries", "0"],
+        capture_output=True,
+        text=True,
+    )
+    if pip.returncode != 0:
+        last = (pip.stderr.strip().splitlines() or ["no answer"])[-1]
+        if "No matching distribution" in pip.stderr:
+            return Answer(f"PyPI: no {name}", False)
+        raise Offline(f"pip index versions {name}: {last}")
+    listed = version in pip.stdout.replace(",", " ").split()
+    return Answer(f"PyPI: {requirement} {'listed' if listed else 'not listed'}", listed)
+
+
+def preflight(remotes: dict[str, dict], raw_dir: str | Path, settings: FetchSettings) -> tuple[list[Row], str | None]:
+    """One row per remote (what sha256 it must have, where a copy is, what the remote says); why none was asked."""
+    rows, offline = [], None
+    for relpath, remote in sorted(remotes.items()):
+        answer = _installed(remote)
+        if answer is None and offline is None:
+            try:
+                answer = ask_remote(remote, settings.timeout)
+            except Offline as reason:
+                offline = f"no network ({reason})"
+        rows.append(
+            Row(
+                relpath,
+                remote["url"] + (f" [{remote['member']}]" if remote.get("member") else ""),
+                expected_sha256(relpath, remote, settings) or "",
+                (Path(raw_dir) / relpath).is_file(),
+                (Path(settings.mirror) / relpath).is_file() if settings.mirror else None,
+                answer or Answer("not checked", None),
+            )
+        )
+    return rows, offline
+
+
+def render(rows: list[Row], offline: str | None) -> str:
+    """The table `snakemake preflight` prints, then one line per problem."""
+    yes_no = {True: "yes", False: "no", None: "-"}
+    table = tabulate(
+        [
+            [
+                r.relpath,
+                r.url,
+                r.sha256[:12] or "(locked at first fetch)",
+                "" if r.online.size is None else r.online.size,
+                yes_no[r.cached],
+                yes_no[r.mirrored],
+                r.online.status,
+                r.verdict,
+            ]
+            for r in rows
+        ],
+        headers=["file", "url", "sha256", "size", "cached", "mirror", "remote", "verdict"],
+        tablefmt="github",
+    )
+    bad = [r for r in rows if r.verdict != "ok"]
+    lines = [table, ""]
+    if offline:
+        unchecked = sum(r.online.found is None for r in rows)
+        lines.append(
+            f"{unchecked} of {len(rows)} remotes not checked online: {offline}; cached and mirrored copies count"
+        )
+    lines += [f"{r.relpath}: {r.verdict} ({r.online.status})" for r in bad]
+    lines.append(f"preflight: {len(rows) - len(bad)} of {len(rows)} files ready")
+    return "\n".join(lines)
+
+
+def prefetch(remotes: dict[str, dict], raw_dir: str | Path, settings: FetchSettings) -> list[str]:
+    """Fetch every remote not yet cached, past any failure; return one line per failure."""
+    failures = []
+    for relpath, remote in sorted(remotes.items()):
+        out = Path(raw_dir) / relpath
+        try:
+            check_cached(relpath, remote, out, settings)
+            if not out.is_file():
+                print(fetch(relpath, remote, out, settings), flush=True)
+        except FetchError as err:
+            print(f"FAILED {err}", file=sys.stderr, flush=True)
+            failures.append(f"{relpath}: {err}")
+    return failures

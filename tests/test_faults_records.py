@@ -1,0 +1,174 @@
+"""Nothing stale, nothing silent (issue 31, items 1, 4 and 6): a result is what its config and inputs produce, whatever
+the state of `.snakemake/`, or the run stops and says why. docs/reliability.md lists each fault and its message."""
+
+import json
+import shutil
+
+import pytest
+
+from conftest import run_snakemake, write_config
+from embinit.records import ResultsLock, plan, recorded_digest, sidecar_of, spec_digest, stale_reason, write_sidecar
+from test_faults import RUN, _assert_same_outcome, _run_config
+
+pytestmark = pytest.mark.slow
+
+LAYER = "results/sst2_glove6b50d/Pretrained/seed0/embedding_encoder.npy"
+BROKEN = """import numpy as np
+from embinit.layers.initializers import register
+
+
+@register("Broken", reads_pretrained=False)
+def broken(shape):
+    return np.zeros(shape)
+
+
+@register("Narrow", reads_pretrained=False)
+def narrow(pretrained, shape, rng):
+    return np.zeros((shape[0], 3), dtype=np.float32)
+"""
+
+
+def _grid(tmp_path, name, mirror, **extra):
+    """A working directory holding the one-run grid's config (test_faults' SST-2 GloVe run)."""
+    workdir = tmp_path / name
+    workdir.mkdir()
+    return workdir, _run_config(workdir / "c.yaml", mirror, **extra)
+
+
+def _build(workdir, cfg, *args):
+    return run_snakemake([f"{RUN}/final.json", "--cores", "1", "--configfile", str(cfg), *args], cwd=workdir)
+
+
+def test_a_config_change_reruns_the_run_without_snakemakes_records(tmp_path, tiny_mirror):
+    """The results moved to another working directory (no .snakemake/), then `epochs` 1 -> 2: the dry run names
+    the stale record, the run retrains, and what it gives equals a fresh 2-epoch run."""
+    first, cfg = _grid(tmp_path, "first", tiny_mirror)
+    _build(first, cfg)
+    moved = tmp_path / "moved"
+    shutil.copytree(first, moved, ignore=shutil.ignore_patterns(".snakemake"))
+    two = {"sst2_glove6b50d": {"seeds": 1, "epochs": 2, "batch_size": 8, "initializers": ["Pretrained"]}}
+    cfg2 = _run_config(moved / "c.yaml", tiny_mirror, blocks=two)
+
+    dry = run_snakemake([f"{RUN}/final.json", "-n", "--configfile", str(cfg2)], cwd=moved)
+    assert f"stale output, its job reruns: {RUN}/final.json was made by spec" in dry.stderr
+    assert "rule train:" in dry.stdout and "Nothing to be done" not in dry.stdout + dry.stderr
+
+    _build(moved, cfg2)
+    assert json.loads((moved / RUN / "final.json").read_text())["epochs"] == 2
+    fresh, cfg_fresh = _grid(tmp_path, "fresh", tiny_mirror, blocks=two)
+    _build(fresh, cfg_fresh)
+    _assert_same_outcome(moved, fresh)
+    again = _build(moved, cfg2, "-n")
+    assert "stale" not in again.stderr and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_a_layer_change_rebuilds_the_layer_without_snakemakes_records(tmp_path, tiny_mirror):
+    """Pretrained_Shuffled's `mode` changed with .snakemake/ deleted: the layer's sidecar says it is stale, so the
+    layer and its run are rebuilt, equal to a fresh run with the new mode."""
+    shuffled = {"sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Pretrained_Shuffled"]}}
+    workdir, cfg = _grid(tmp_path, "grid", tiny_mirror, blocks=shuffled)
+    run = RUN.replace("Pretrained", "Pretrained_Shuffled")
+    build = [f"{run}/final.json", "--cores", "1", "--configfile"]
+    run_snakemake([*build, str(cfg)], cwd=workdir)
+    sidecar = sidecar_of(workdir / LAYER.replace("Pretrained", "Pretrained_Shuffled"))
+    before = recorded_digest(sidecar)
+    assert before is not None
+    shutil.rmtree(workdir / ".snakemake")
+    elements = {"blocks": shuffled, "initializer_params": {"Pretrained_Shuffled": {"mode": "elements"}}}
+    cfg = _run_config(workdir / "c.yaml", tiny_mirror, **elements)
+    dry = run_snakemake(["-n", *build, str(cfg)], cwd=workdir)
+    assert f"stale output, its job reruns: {sidecar.relative_to(workdir)} was made by spec {before}" in dry.stderr
+    run_snakemake([*build, str(cfg)], cwd=workdir)
+    assert recorded_digest(sidecar) != before
+    fresh, cfg_fresh = _grid(tmp_path, "fresh", tiny_mirror, **elements)
+    run_snakemake([*build, str(cfg_fresh)], cwd=fresh)
+    assert (
+        json.loads((workdir / run / "final.json").read_text())["best_valid_acc"]
+        == json.loads((fresh / run / "final.json").read_text())["best_valid_acc"]
+    )
+
+
+def test_a_deleted_or_cut_record_is_rebuilt(tmp_path, tiny_mirror):
+    workdir, cfg = _grid(tmp_path, "grid", tiny_mirror)
+    _build(workdir, cfg)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(workdir, fresh)
+    (workdir / RUN / "final.json").unlink()
+    _build(workdir, cfg)
+    _assert_same_outcome(workdir, fresh)
+    record = workdir / RUN / "final.json"
+    record.write_text(record.read_text()[:40])  # cut mid-file, .snakemake/ gone
+    shutil.rmtree(workdir / ".snakemake")
+    dry = run_snakemake([f"{RUN}/final.json", "-n", "--configfile", str(cfg)], cwd=workdir)
+    assert "is not a readable JSON record" in dry.stderr
+    _build(workdir, cfg)
+    _assert_same_outcome(workdir, fresh)
+
+
+def test_a_second_run_on_the_same_results_dir_stops_naming_the_lock(tmp_path, tiny_mirror):
+    """Two working directories, one results dir: the second run stops before any job, naming the lock file."""
+    workdir, cfg = _grid(tmp_path, "grid", tiny_mirror)
+    lock = ResultsLock(workdir / "results")
+    lock.acquire()  # as the first run holds it while its jobs run
+    try:
+        proc = run_snakemake([f"{RUN}/final.json", "--cores", "1", "--configfile", str(cfg)], cwd=workdir, check=False)
+    finally:
+        lock.release()
+    assert proc.returncode != 0
+    assert "is in use by snakemake pid" in proc.stdout + proc.stderr
+    assert str(workdir / "results" / ResultsLock.NAME) in proc.stdout + proc.stderr
+    assert not (workdir / RUN / "final.json").exists() and not (workdir / "data" / "prepared").exists()  # no job ran
+    _build(workdir, cfg)  # released: it runs
+    assert (workdir / RUN / "final.json").exists()
+
+
+def test_a_broken_extension_fails_the_dry_run_naming_its_file_and_function(tmp_path, tiny_mirror):
+    extension = tmp_path / "broken.py"
+    extension.write_text(BROKEN)
+    for name, what in (("Broken", "broken() takes 1 positional argument but 3 were given"), ("Narrow", "(9, 3)")):
+        workdir, cfg = _grid(tmp_path, name, tiny_mirror, extensions=[str(extension)])
+        config = {"initializers": ["Xavier", "Pretrained", name]}
+        cfg = write_config(workdir / "c2.yaml", config)
+        proc = run_snakemake(["-n", "--configfile", str(workdir / "c.yaml"), str(cfg)], cwd=workdir, check=False)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0
+        assert f"initializer {name!r} ({extension}, line" in out and what in out
+
+
+def test_records_digests_and_sidecars(tmp_path):
+    spec = {"b": 1, "a": [1, 2]}
+    assert spec_digest(spec) == spec_digest({"a": [1, 2], "b": 1}) != spec_digest({"a": [1, 2], "b": 2})
+    output = tmp_path / "layer.npy"
+    assert recorded_digest(sidecar_of(output)) is None and stale_reason(sidecar_of(output), spec) is None
+    write_sidecar(output, spec)
+    assert stale_reason(sidecar_of(output), spec) is None
+    assert "the config now plans" in stale_reason(sidecar_of(output), {"b": 2})
+    sidecar_of(output).write_text("{")
+    assert "not a readable JSON record" in stale_reason(sidecar_of(output), spec)
+    old = tmp_path / "final.json"
+    old.write_text(json.dumps({"epochs": 1}))  # a record from before digests: nothing to compare
+    assert stale_reason(old, spec) is None
+
+
+def test_plan_dates_the_planned_spec_by_whether_the_record_is_stale(tmp_path, capsys):
+    record, planned, spec = tmp_path / "final.json", tmp_path / "plan.json", {"epochs": 1}
+    plan(planned, record, spec)  # no record yet: its job runs anyway
+    assert json.loads(planned.read_text())["spec"] == spec and planned.stat().st_mtime == 0
+    record.write_text(json.dumps({"spec_digest": spec_digest(spec)}))
+    plan(planned, record, spec)
+    assert planned.stat().st_mtime == 0 and capsys.readouterr().err == ""
+    plan(planned, record, {"epochs": 2})  # stale: newer than the record, and said
+    assert planned.stat().st_mtime >= record.stat().st_mtime
+    assert "stale output, its job reruns: " in capsys.readouterr().err
+    plan(planned, record, spec)  # the config changed back: it triggers nothing again
+    assert planned.stat().st_mtime == 0 and json.loads(planned.read_text())["spec"] == spec
+
+
+def test_the_results_lock_is_exclusive_and_dropped_with_its_holder(tmp_path):
+    first, second = ResultsLock(tmp_path), ResultsLock(tmp_path)
+    first.acquire()
+    with pytest.raises(RuntimeError, match=r"in use by snakemake pid \d+ on .* \(lock file .*\.embinit\.lock\)"):
+        second.acquire()
+    first.release()
+    second.acquire()
+    second.release()
