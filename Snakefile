@@ -42,6 +42,7 @@ rule vocabularies:
 
 
 onstart:
+    check_cluster_settings()
     if workflow.is_main_process and workflow.execution_settings.lock:
         RESULTS_LOCK.acquire()
 

@@ -4,6 +4,7 @@ import json
 import os
 import re
 
+from embinit.cluster import check as check_cluster, job_resources
 from embinit.config import dim_of, initializers_of, lr_of, seeds_of, sides_of, tokenizer_of, valid_bleu_of
 from embinit.data.fetch import FetchSettings
 from embinit.data.prepare import splits_of
@@ -21,6 +22,8 @@ from embinit.training import Placement
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
+# profiles/slurm: the site's account and partition (config `cluster`) for every job that does not train
+CPU_JOB = job_resources(config["cluster"], gpu=False)
 DATA = config["data_dir"]
 RES = config["results_dir"]
 # Loaded by embinit.config.check; jobs load them again. A job's rerun trigger holds the code of the registry entry it
@@ -220,6 +223,25 @@ def train_spec(wc):
             "variant": wc.variant,
         },
     }
+
+
+def check_cluster_settings():
+    """profiles/slurm: settings sbatch would refuse or leave PENDING forever fail before any submission."""
+    if not workflow.non_local_exec:
+        return
+    k = workflow.group_settings.group_components.get("train", 1)
+    train = rules.train.rule.resources
+    check_cluster(
+        config["cluster"],
+        {
+            f"train x{k} (group-components train={k})": {
+                "cpus": k * train["_cores"].value,
+                "mem_mb": k * train["mem_mb"].value,
+                **job_resources(config["cluster"], gpu=True),
+            },
+            "of every other job": CPU_JOB,
+        },
+    )
 
 
 # --- reports ---

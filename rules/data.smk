@@ -79,6 +79,8 @@ for _task, _tcfg in config["tasks"].items():
             fill(DATA_LOG, stage="prepare", name=_task),
         conda:
             PIPELINE_ENV
+        resources:
+            **CPU_JOB,
         params:
             fmt=_tcfg["format"],
         script:
@@ -102,6 +104,7 @@ for _task, _tcfg in config["tasks"].items():
         conda:
             PIPELINE_ENV
         resources:
+            **CPU_JOB,
             mem_mb=8000,
         params:
             kind=_tcfg["kind"],

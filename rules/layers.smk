@@ -15,6 +15,7 @@ rule extract_embeddings:
     conda:
         PIPELINE_ENV
     resources:
+        **CPU_JOB,
         mem_mb=8000,
     params:
         source=lambda wc: config["sources"][source_of(wc.block, wc.side)],
@@ -37,6 +38,8 @@ rule initialize_embedding:
         fill(LAYERS_LOG, name="initialize_{init}_seed{seed}_{side}"),
     conda:
         PIPELINE_ENV
+    resources:
+        **CPU_JOB,
     params:
         spec=layer_spec,
         extensions=EXTENSIONS,

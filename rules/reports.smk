@@ -65,6 +65,7 @@ for _table in ("table4", "table4_sensitivity"):
         conda:
             PIPELINE_ENV
         resources:
+            **CPU_JOB,
             mem_mb=4000,
         params:
             config=report_config("table4"),  # a changed seed, pos_enc, pos_rows or sensitivity_rows rebuilds it
@@ -134,6 +135,7 @@ rule table10:
     conda:
         PIPELINE_ENV
     resources:
+        **CPU_JOB,
         mem_mb=4000,
     params:
         runs=table10_runs(),

@@ -11,11 +11,14 @@ rule train:
         embeddings=TRAINED,
     log:
         TRAIN_LOG,
+    # profiles/slurm: k runs (--group-components train=k) in one allocation of one GPU (docs/performance.md)
+    group:
+        "train"
     conda:
         PIPELINE_ENV
     threads: 2
     resources:
-        gpu=1,
+        **job_resources(config["cluster"], gpu=True),
         gpu_jobs=1,  # profiles/local-gpu: k of these share one GPU (docs/performance.md)
         mem_mb=16000,
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],

@@ -108,20 +108,30 @@ def test_every_paper_output_builds_and_one_initializer_edit_reruns_only_its_part
     assert not list(clone.rglob("*.npy")) and not list(clone.rglob("checkpoint.pt"))  # nothing retrained
 
 
-def test_slurm_profile_gives_training_jobs_a_gpu_and_other_jobs_none(tmp_path):
+def planned_resources(proc) -> list[tuple[str, str]]:
+    """(rule, resources line) of every job a dry run lists, grouped jobs included."""
+    return re.findall(r"^\s*rule (\w+):\n(?:.*\n)*?\s*resources: (.*)", proc.stdout, flags=re.M)
+
+
+def test_slurm_site_settings_add_to_the_training_jobs_resources_and_reach_every_job(tmp_path):
+    """config `cluster` (README "Clusters and GPUs"): a per-call change keeps train's partition, runtime and memory."""
+    site = "cluster={account: myproj, gpu_model: h100}"
     proc = run_snakemake(
-        ["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm")], cwd=tmp_path, timeout=300
+        ["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm"), "--config", site],
+        cwd=tmp_path,
+        timeout=300,
     )
-    blocks = proc.stdout.split("\nrule ")
-    train = [b for b in blocks if b.startswith("train:")]
-    other = [b for b in blocks if b.startswith(("fetch:", "prepare_", "vocab_", "initialize_embedding:"))]
+    jobs = planned_resources(proc)
+    train = [res for rule, res in jobs if rule == "train"]
+    other = [res for rule, res in jobs if rule in ("prepare_sst2", "vocab_sst2", "initialize_embedding")]
     assert train and other
-    for block in train:
-        resources = re.search(r"resources: (.*)", block).group(1)
-        assert "gpu=1" in resources and "gpu_model=a100" in resources and "slurm_partition=gpu" in resources
-    for block in other:
-        resources = re.search(r"resources: (.*)", block).group(1)
-        assert "gpu=" not in resources and "slurm_partition=cpu" in resources
+    for resources in train:
+        assert "slurm_partition=gpu" in resources and "gres=gpu:h100:1" in resources, resources
+        assert "mem_mb=16000" in resources and "slurm_account=myproj" in resources, resources
+        assert re.search(r"runtime=(\d+)", resources).group(1) != "60", resources  # its own, not the default's
+    for resources in other:
+        assert "gres=" not in resources and "slurm_partition" not in resources, resources  # the cluster's default
+        assert "slurm_account=myproj" in resources, resources
 
 
 def test_paper_grid_runs_three_initializers_on_glove_blocks(tmp_path):
@@ -150,27 +160,22 @@ def test_xavier_runs_need_neither_the_pretrained_download_nor_its_extraction(tmp
 
 
 def test_gpu_profiles_can_pack_training_jobs_on_one_gpu(tmp_path):
-    """local-gpu: k = gpu_jobs training jobs share the GPU; slurm: a job can take a GPU shard instead."""
+    """local-gpu: k = gpu_jobs training jobs share the GPU; slurm: k runs of group `train` share one GPU job."""
     local = run_snakemake(["results/table1.csv", "-n", "--profile", str(REPO / "profiles/local-gpu")], cwd=tmp_path)
     profile = yaml.safe_load((REPO / "profiles/local-gpu/config.yaml").read_text())
     assert profile["resources"] == {"gpu_jobs": 4}  # no `gpu` limit: k jobs run at once on the one GPU
-    train = [b for b in local.stdout.split("\nrule ") if b.startswith("train:")]
-    assert train and all("gpu_jobs=1" in re.search(r"resources: (.*)", b).group(1) for b in train)
-    shard = run_snakemake(
-        [
-            "results/table1.csv",
-            "-n",
-            "--profile",
-            str(REPO / "profiles/slurm"),
-            "--set-resources",
-            "train:gpu=0",
-            "train:gres=shard:1",
-        ],
-        cwd=tmp_path,
-        timeout=300,
+    train = [res for rule, res in planned_resources(local) if rule == "train"]
+    assert train and all("gpu_jobs=1" in res for res in train)
+    slurm = run_snakemake(
+        ["results/table1.csv", "-n", "--profile", str(REPO / "profiles/slurm")], cwd=tmp_path, timeout=300
     )
-    train = [b for b in shard.stdout.split("\nrule ") if b.startswith("train:")]
-    assert train and all("gres=shard:1" in re.search(r"resources: (.*)", b).group(1) for b in train)
+    k = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["group-components"]["train"]
+    groups = slurm.stdout.split("Group job train")[1:]
+    assert groups and all(g.count("rule train:") <= k for g in groups)
+    assert sum(g.count("rule train:") == k for g in groups) >= len(groups) - 1  # all full but the last
+    train = [res for rule, res in planned_resources(slurm) if rule == "train"]
+    # the GPU as a string resource: Snakemake sums a group's numbers, so k runs ask for this one GPU together
+    assert train and all("slurm_partition=gpu" in res and "gres=gpu:1" in res for res in train)
 
 
 @needs_shared

@@ -1,0 +1,143 @@
+"""A real one-node SLURM (.ci/slurm-local): the tiny grid through profiles/slurm, training on the GPU partition."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, TINY_REMOTES, run_snakemake, write_config
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="a local SLURM needs root (it installs packages and runs slurmd)"),
+    pytest.mark.skipif(
+        shutil.which("slurmctld") is None and shutil.which("apt-get") is None,
+        reason="neither slurmctld nor apt-get (to install Debian's slurmctld, slurmd and munge) is here",
+    ),
+]
+SLURM_LOCAL = REPO / ".ci" / "slurm-local"
+# the README's option for a cluster without accounting; the first status check after 5 s (the executor adds 10 s a
+# round while nothing finishes: checks at 5, 20, 45 s suit this test's 20-40 s jobs)
+NO_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5"]
+FIELDS = ["id", "partition", "gres", "comment", "cpus", "memory", "time_limit", "state"]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A running one-node SLURM; stops the daemons it started."""
+    state = tmp_path_factory.mktemp("slurm")
+    try:
+        up = subprocess.run([SLURM_LOCAL, "up", state], capture_output=True, text=True, timeout=240)
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield state
+    finally:
+        subprocess.run([SLURM_LOCAL, "down", state], check=True, timeout=60)
+
+
+def slurm_jobs() -> pd.DataFrame:
+    """Every job slurmctld still holds (finished ones stay MinJobAge = 300 s): squeue's view, with no sacct."""
+    out = subprocess.run(
+        ["squeue", "-t", "all", "-h", "-o", "%i|%P|%b|%k|%C|%m|%l|%T"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return pd.DataFrame([line.split("|") for line in out.splitlines()], columns=FIELDS)
+
+
+def tiny_grid(path, mirror):
+    return write_config(
+        path,
+        {
+            "mirror": str(mirror),
+            "run_blocks": ["sst2_glove6b50d"],
+            "remotes": TINY_REMOTES,
+            "model": {"max_len": 64},
+            "outputs": ["table1"],
+            "blocks": {
+                "sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Xavier", "Pretrained"]}
+            },
+        },
+    )
+
+
+def test_slurm_runs_the_tiny_grid_with_train_packed_on_one_gpu_of_the_gpu_partition(tmp_path, tiny_mirror, slurm):
+    before = set(slurm_jobs()["id"])
+    cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror)
+    run_snakemake(
+        [
+            "results/table1.csv",
+            "--profile",
+            str(REPO / "profiles/slurm"),
+            "--configfile",
+            str(cfg),
+            # the README's per-call site settings: they add to the profile and the rules' own resources
+            "--config",
+            "cluster={gpu_model: a100}",
+            "--group-components",
+            "train=2",
+            # the CPU stages in one allocation: the executor's status polling (+10 s a round) is paid once
+            "--groups",
+            *[f"{rule}=cpu" for rule in ("prepare_sst2", "vocab_sst2", "extract_embeddings", "initialize_embedding")],
+            "--slurm-keep-successful-logs",
+            *NO_ACCOUNTING,
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )
+    table1 = pd.read_csv(tmp_path / "results/table1.csv")
+    assert set(table1["initializer"]) == {"Xavier", "Pretrained"}
+
+    jobs = slurm_jobs()
+    jobs = jobs[~jobs["id"].isin(before)]
+    train = jobs[jobs["comment"].str.startswith("rule_train_")]
+    other = jobs[~jobs["comment"].str.startswith("rule_train_")]
+    # both runs in one allocation holding one a100 of the gpu partition, with train's own memory and runtime
+    assert len(train) == 1, jobs.to_string()
+    job = train.iloc[0]
+    assert (job["partition"], job["gres"], job["state"]) == ("gpu", "gres:gpu:a100:1", "COMPLETED"), jobs.to_string()
+    assert job["memory"] == "32000M" and job["time_limit"] == "30:00", jobs.to_string()
+    log = next((tmp_path / ".snakemake" / "slurm_logs").rglob(f"{job['id']}.log")).read_text()
+    assert len(set(re.findall(r"output: (\S+/final\.json)", log))) == 2, log
+    assert len(other) and set(other["partition"]) == {"cpu"} and set(other["gres"]) == {"N/A"}, jobs.to_string()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (
+            ["--config", "cluster={account: your_account, gpu_model: h100}", "--set-resources", "train:mem_mb=900000"],
+            [
+                "cluster.account is the placeholder 'your_account'",
+                "--gres=gpu:h100:1",
+                "train x4 (group-components train=4) asks for mem_mb=3600000",
+            ],
+        ),
+        (
+            ["--config", "cluster={gpu_partition: gpus}", "--set-threads", "train=64"],
+            ["cluster.gpu_partition = 'gpus'"],
+        ),
+        (["--set-threads", "train=32"], ["cpus=128 but partition 'gpu''s largest node has 16"]),
+    ],
+)
+def test_slurm_settings_the_cluster_cannot_run_fail_before_any_submission_naming_them(
+    tmp_path, tiny_mirror, slurm, overrides, named
+):
+    before = len(slurm_jobs())
+    cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror)
+    args = ["results/table1.csv", "--profile", str(REPO / "profiles/slurm"), "--configfile", str(cfg), *overrides]
+    proc = run_snakemake([*args, *NO_ACCOUNTING], cwd=tmp_path, check=False, timeout=120)
+    assert proc.returncode != 0
+    assert all(part in proc.stderr + proc.stdout for part in named), proc.stderr[-3000:]
+    assert len(slurm_jobs()) == before  # nothing submitted, nothing left PENDING
+
+
+def test_slurm_local_up_again_starts_nothing_and_reuses_the_running_daemons(slurm):
+    started = (slurm / "started").read_text()
+    assert {line.split()[0] for line in started.splitlines()} >= {"slurmctld", "slurmd"}
+    again = subprocess.run([SLURM_LOCAL, "up", slurm], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert (slurm / "started").read_text() == started
