@@ -12,6 +12,7 @@ Throughput = real (non-pad) source + target tokens per second of training steps,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import tempfile
 import time
@@ -135,7 +136,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    device = pick_device(args.device)
+    gpu_slot = contextlib.ExitStack()  # on a machine with several GPUs, holds this one until the bench exits
+    device = pick_device(args.device, gpu_slot)
     torch.manual_seed(args.seed)
 
     if args.data:

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import secrets
 import warnings
 from pathlib import Path
@@ -30,6 +31,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def interrupted_writes(directory: str | os.PathLike) -> list[Path]:
+    """The temporary files `atomic_path` left in `directory` when a process was killed while writing."""
+    return sorted(p for p in Path(directory).glob(".tmp.*") if re.fullmatch(r"\.tmp\.[0-9a-f]{12}\..+", p.name))
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -212,7 +212,7 @@ def train_spec(wc):
     return {
         "kind": task["kind"],
         "model": config["model"],
-        "train": {k: v for k, v in config["train"].items() if k not in ("device", "num_threads")},
+        "train": {k: v for k, v in config["train"].items() if k not in Placement.CONFIG_KEYS},
         "variant": config["variants"][wc.variant],
         "epochs": block["epochs"],
         "batch_size": block["batch_size"],

@@ -56,6 +56,12 @@ def test_rerun_after_a_layer_change_and_a_forced_rerun_equal_fresh_runs(tmp_path
     run_snakemake([f"{RUN}/final.json", "--cores", "2", "--configfile", str(before)], cwd=work)
     first = _outcome(work)
 
+    # where a run runs is no part of it: another device, thread count or CUDA determinism reruns nothing
+    placement = {"device": "cpu", "num_threads": 1, "deterministic": True}
+    moved = _run_config(tmp_path / "moved.yaml", tiny_mirror, train=placement)
+    plan = run_snakemake([f"{RUN}/final.json", "-n", "--configfile", str(moved)], cwd=work)
+    assert "Nothing to be done" in plan.stdout + plan.stderr
+
     # another missing-word policy changes the layer the run starts from, not the run's own settings
     after = _run_config(tmp_path / "after.yaml", tiny_mirror, embeddings={"missing": "zeros"})
     run_snakemake([f"{RUN}/final.json", "--cores", "2", "--configfile", str(after)], cwd=work)
@@ -68,7 +74,7 @@ def test_rerun_after_a_layer_change_and_a_forced_rerun_equal_fresh_runs(tmp_path
     _assert_same_outcome(work, fresh)
     assert "a rerun trains it again" in (work / RUN / "train.log").read_text()
 
-    for name in ("final.json", "metrics.parquet", "checkpoint.pt", "../embedding_encoder.npy"):
+    for name in ("final.json", "metrics.parquet", "checkpoint.pt", "checkpoint.pt.sha256", "../embedding_encoder.npy"):
         assert _mode(work / RUN / name) == 0o666 & ~_umask(), name  # not mkstemp's 0600
 
 

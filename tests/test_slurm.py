@@ -56,6 +56,9 @@ def tiny_grid(path, mirror):
             "run_blocks": ["sst2_glove6b50d"],
             "remotes": TINY_REMOTES,
             "model": {"max_len": 64},
+            # the GPUs are stand-in files: SLURM still sets CUDA_VISIBLE_DEVICES, and `auto` would refuse a GPU torch
+            # cannot use (train.device, docs/reliability.md)
+            "train": {"device": "cpu"},
             "outputs": ["table1"],
             "blocks": {
                 "sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Xavier", "Pretrained"]}

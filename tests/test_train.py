@@ -430,18 +430,31 @@ class Payload:
         return (Path.touch, (Path(self.marker),))
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "foreign pickle"])
+def flip_bytes(path, count=32):
+    """Invert `count` bytes in the middle of the file, inside the weights: torch.load still reads it."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + count] = bytes(255 - b for b in data[middle : middle + count])
+    path.write_bytes(bytes(data))
+    torch.load(path, weights_only=True)  # no error: only the sidecar's sha256 tells
+
+
+@pytest.mark.parametrize("damage", ["32 flipped bytes", "truncated", "garbage", "foreign pickle", "no sidecar"])
 def test_corrupt_checkpoint_is_discarded_with_a_warning_naming_it(reference_run, toy, tmp_path, damage):
     out, final = reference_run
     train_run(make_spec(toy, epochs=1), tmp_path)
     path = tmp_path / "checkpoint.pt"
     marker = tmp_path / "pickle-ran"
-    if damage == "truncated":
+    if damage == "32 flipped bytes":
+        flip_bytes(path)
+    elif damage == "truncated":
         path.write_bytes(path.read_bytes()[:5000])
     elif damage == "garbage":
         path.write_bytes(b"not a checkpoint at all")
-    else:
+    elif damage == "foreign pickle":
         torch.save({"epoch": 1, "rows": Payload(marker)}, path)
+    else:
+        checkpoint.digest_path(path).unlink()
     rerun = train_run(make_spec(toy), tmp_path)
     log = (tmp_path / "train.log").read_text()
     assert f"WARNING discarding {path}: it is unreadable" in log
@@ -449,8 +462,84 @@ def test_corrupt_checkpoint_is_discarded_with_a_warning_naming_it(reference_run,
     assert_same_run(tmp_path, rerun, out, final)
 
 
+def test_kill_between_the_checkpoint_and_its_sidecar_never_resumes_the_unverified_file(
+    reference_run, toy, tmp_path, monkeypatch
+):
+    """Killed after epoch 2's checkpoint was renamed into place, before its sidecar was: epoch 2's file beside
+    epoch 1's sha256 is discarded, and the run equals the uninterrupted one."""
+    out, final = reference_run
+    write = checkpoint.write_text_atomic
+
+    def die_at_epoch_two(path, text):
+        if len(checkpoint_rows(tmp_path)) == 2:
+            raise Killed
+        write(path, text)
+
+    monkeypatch.setattr(checkpoint, "write_text_atomic", die_at_epoch_two)
+    with pytest.raises(Killed):
+        train_run(make_spec(toy), tmp_path)
+    monkeypatch.undo()
+    rerun = train_run(make_spec(toy), tmp_path)
+    log = (tmp_path / "train.log").read_text()
+    assert "checkpoint.pt: it is unreadable (DigestMismatch: its sha256 " in log and "resuming" not in log
+    assert_same_run(tmp_path, rerun, out, final)
+
+
+def checkpoint_rows(run_dir):
+    return torch.load(run_dir / "checkpoint.pt", weights_only=True)["rows"]
+
+
+def test_temporary_files_of_an_interrupted_save_are_removed_at_the_next_start(toy, tmp_path):
+    tmp_path.mkdir(exist_ok=True)
+    empty, partial = tmp_path / ".tmp.0123456789ab.checkpoint.pt", tmp_path / ".tmp.ba9876543210.metrics.parquet"
+    empty.touch()  # a kill -9 between creating the temporary file and torch.save's first byte
+    partial.write_bytes(b"PK\x03\x04 half a zip")
+    users = tmp_path / ".tmp.notes"  # not of atomic_path's naming: left alone
+    users.write_text("mine")
+    train_run(make_spec(toy, epochs=1), tmp_path)
+    assert not empty.exists() and not partial.exists() and users.exists()
+    assert sorted(p.name for p in tmp_path.glob(".tmp.*")) == [".tmp.notes"]
+    assert f"removing {empty}: a temporary file of a save that was interrupted" in (tmp_path / "train.log").read_text()
+
+
+def test_checkpoint_saved_with_two_gpus_rng_resumes_where_none_is_visible(reference_run, toy, tmp_path, monkeypatch):
+    """A checkpoint of a node with 2 visible GPUs, resumed on this CPU: the GPUs' states are left out with one
+    warning, and the CPU run continues to the uninterrupted result."""
+    out, final = reference_run
+    save, rng_state = checkpoint.save_checkpoint, checkpoint.rng_state
+
+    def two_gpus(device):
+        return dict(rng_state(device), cuda=[torch.zeros(16, dtype=torch.uint8)] * 2, cuda_device=1)
+
+    def save_then_die(path, state):
+        save(path, state)
+        raise Killed
+
+    monkeypatch.setattr(checkpoint, "rng_state", two_gpus)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_die)
+    with pytest.raises(Killed):
+        train_run(make_spec(toy), tmp_path)
+    monkeypatch.undo()
+    resumed = train_run(make_spec(toy), tmp_path)
+    log = (tmp_path / "train.log").read_text()
+    assert "the checkpoint holds the RNG states of 2 CUDA devices, 0 are visible: restored none" in log
+    assert "resuming toy_block/Xavier/seed7/base after epoch 1" in log
+    assert_same_run(tmp_path, resumed, out, final)
+
+
+def test_deterministic_kernels_change_nothing_on_the_cpu(reference_run, toy, tmp_path, monkeypatch):
+    out, final = reference_run
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)  # restored after the run set it
+    try:
+        again = loop.train_run(make_spec(toy), tmp_path, Placement("cpu", deterministic=True))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert_same_run(tmp_path, again, out, final)
+
+
 def test_checkpoint_loads_as_plain_tensors_and_values(reference_run):
     out, _ = reference_run
+    assert subprocess.run(["sha256sum", "--check", "--quiet", "checkpoint.pt.sha256"], cwd=out).returncode == 0
     state = torch.load(out / "checkpoint.pt", weights_only=True)
     assert state["finished"] and state["epoch"] == 3
     assert set(state["identity"]["inputs"]) == {  # every file the run reads

@@ -5,11 +5,13 @@ Expects:
                      (translation), and for translation detokenizer (the decoder's detokenizer file) and
                      references_valid, references_test (the BLEU references files), all of the vocab stage;
                      plan (what the workflow plans: it only triggers reruns, embinit.records.plan)
-  snakemake.params   spec (dict: kind, model, train (without device, num_threads), variant, epochs, batch_size,
+  snakemake.params   spec (dict: kind, model, train (without Placement.CONFIG_KEYS), variant, epochs, batch_size,
                      lr, seed, valid_bleu, num_classes, tokenizer, languages, run, position_code: the
-                     position encoding's code_fingerprint; its digest goes into final.json); extensions (embinit.extensions.ExtensionFiles:
-                     loaded first, so a position encoding they register is known); placement
-                     (embinit.training.Placement: device and threads, an object so that it triggers no rerun)
+                     position encoding's code_fingerprint; its digest goes into final.json); extensions
+                     (embinit.extensions.ExtensionFiles: loaded first, so a position encoding they register is
+                     known); placement
+                     (embinit.training.Placement: device, threads, deterministic; an object so that it
+                     triggers no rerun)
   snakemake.output   final (final.json), metrics (metrics.parquet), embeddings (embeddings.npz: the reported
                      state's input embedding layers), all in the run directory, where train_run writes them
   snakemake.threads  torch's CPU threads when placement.num_threads is 0

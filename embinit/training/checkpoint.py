@@ -3,8 +3,9 @@
 A checkpoint after every epoch holds everything the next epoch depends on (weights, optimizer, every RNG,
 the batch sampler's generator, the best state so far, the metric rows), so a killed run that restarts
 continues exactly where it stopped. It also holds the run's identity (its settings, the training code's
-digest and the sha256 of every input file): a checkpoint of another identity, a corrupt one, or a finished
-one is discarded and the run trains from scratch, so a rerun after any change gives what a fresh run gives.
+digest and the sha256 of every input file), and a sidecar holds its own sha256: a checkpoint of another
+identity, a corrupt one (its sha256 not the sidecar's), or a finished one is discarded and the run trains
+from scratch, so a rerun after any change gives what a fresh run gives.
 Only a run whose `epochs` grew, with everything else identical, continues its finished checkpoint.
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from embinit.io import atomic_path, sha256_of
+from embinit.io import atomic_path, sha256_of, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -118,25 +119,42 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def rng_state() -> dict:
-    """Every RNG's state as tensors and plain values, so the checkpoint loads with weights_only=True."""
+def rng_state(device: torch.device) -> dict:
+    """Every RNG's state as tensors and plain values, so the checkpoint loads with weights_only=True: each
+    visible GPU's by index, and which of them the run used (`device`)."""
     name, keys, position, has_gauss, cached = np.random.get_state()
     return {
         "python": random.getstate(),
         "numpy": [name, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached],
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "cuda_device": device.index if device.type == "cuda" else None,
     }
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(state: dict, device: torch.device) -> None:
+    """Put every RNG back: the GPUs' by index, those of GPUs no longer visible left out with one warning, and
+    the run's own GPU stream onto the GPU it runs on now (another slot, or fewer GPUs, than when it was saved)."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     name, keys, position, has_gauss, cached = state["numpy"]
     np.random.set_state((name, keys.numpy().astype(np.uint32), position, has_gauss, cached))
     torch.set_rng_state(state["torch"])
-    if state["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    saved = state["cuda"] or []
+    present = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for index, device_state in enumerate(saved[:present]):
+        torch.cuda.set_rng_state(device_state, index)
+    if len(saved) > present:
+        log.warning(
+            "the checkpoint holds the RNG states of %d CUDA devices, %d are visible: restored %s, left out %s",
+            len(saved),
+            present,
+            f"cuda:0 to cuda:{present - 1}" if present else "none",
+            f"cuda:{present} to cuda:{len(saved) - 1}",
+        )
+    ran_on = state.get("cuda_device")
+    if device.type == "cuda" and ran_on is not None and ran_on < len(saved):
+        torch.cuda.set_rng_state(saved[ran_on], device)
 
 
 def snapshot(
@@ -156,7 +174,7 @@ def snapshot(
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "sampler": generator.get_state(),
-        "rng": rng_state(),
+        "rng": rng_state(next(model.parameters()).device),
         "best_model": best_model,
         "rows": rows,
     }
@@ -167,21 +185,29 @@ def restore(checkpoint: dict, model: nn.Module, optimizer: torch.optim.Optimizer
     model.load_state_dict(checkpoint["model"])
     optimizer.load_state_dict(checkpoint["optimizer"])
     generator.set_state(checkpoint["sampler"])
-    set_rng_state(checkpoint["rng"])
+    set_rng_state(checkpoint["rng"], next(model.parameters()).device)
+
+
+def digest_path(path: Path) -> Path:
+    """The checkpoint's sha256 sidecar, in `sha256sum` format (torch.load does not check the zip's CRCs)."""
+    return path.with_name(path.name + ".sha256")
 
 
 def resumable_checkpoint(path: Path, identity: dict, epochs: int, name: str) -> dict | None:
     """The checkpoint to continue from, or None to train from scratch.
 
-    A checkpoint is a cache: one that is unreadable, belongs to other settings or inputs, is finished at
-    `epochs` or beyond (a forced rerun), or has more epochs than asked is deleted with one log line saying
-    why. One of the same run with fewer epochs (killed, or `epochs` grew) is continued.
+    A checkpoint is a cache: one whose sha256 does not match its sidecar (or has none), that is unreadable,
+    belongs to other settings or inputs, is finished at `epochs` or beyond (a forced rerun), or has more
+    epochs than asked is deleted with one log line saying why. One of the same run with fewer epochs (killed,
+    or `epochs` grew) is continued.
     """
     if not path.exists():
+        digest_path(path).unlink(missing_ok=True)
         return None
     try:
+        verify_digest(path)
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # truncated, garbage, or a pickle of more than tensors and plain values
+    except Exception as error:  # flipped bytes, truncated, garbage, or a pickle of more than tensors and values
         log.warning(
             "discarding %s: it is unreadable (%s: %s); run %s trains from scratch",
             path,
@@ -189,7 +215,7 @@ def resumable_checkpoint(path: Path, identity: dict, epochs: int, name: str) -> 
             str(error).splitlines()[0] if str(error) else "",
             name,
         )
-        path.unlink()
+        discard(path)
         return None
     differ = identity_differences(checkpoint.get("identity", {}), identity)
     if differ:
@@ -201,10 +227,35 @@ def resumable_checkpoint(path: Path, identity: dict, epochs: int, name: str) -> 
     else:
         return checkpoint
     log.info("discarding %s: %s; run %s trains from scratch", path, why, name)
-    path.unlink()
+    discard(path)
     return None
 
 
+class DigestMismatch(Exception):
+    """A checkpoint that is not the file its sidecar vouches for."""
+
+
+def verify_digest(path: Path) -> None:
+    """Raise DigestMismatch unless `path` has the sha256 its sidecar records (a kill between the two writes
+    leaves a new checkpoint beside the old sidecar: it fails here, never passes)."""
+    sidecar = digest_path(path)
+    if not sidecar.exists():
+        raise DigestMismatch(f"{sidecar.name} is missing, so its content cannot be verified")
+    expected = sidecar.read_text(encoding="utf-8").split(maxsplit=1)[0]
+    actual = sha256_of(path)
+    if actual != expected:
+        raise DigestMismatch(f"its sha256 {actual} differs from {expected} in {sidecar.name} (corrupt or cut short)")
+
+
+def discard(path: Path) -> None:
+    """Delete a checkpoint with its sidecar: neither is of use without the other."""
+    path.unlink()
+    digest_path(path).unlink(missing_ok=True)
+
+
 def save_checkpoint(path: Path, checkpoint: dict) -> None:
+    """Write the checkpoint, then its sha256 sidecar, each whole or not at all."""
     with atomic_path(path) as tmp:
         torch.save(checkpoint, tmp)
+        digest = sha256_of(tmp)
+    write_text_atomic(digest_path(path), f"{digest}  {path.name}\n")

@@ -1,26 +1,113 @@
-"""A Placement made real in torch: the device, the CPU threads, bf16 autocast, and the device's description."""
+"""A Placement made real in torch: the device (a GPU slot on a machine with several), the CPU threads, CUDA
+determinism, bf16 autocast, and the device's description."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
 from embinit.training.placement import Placement
 
-
-def pick_device(setting: str = "auto") -> torch.device:
-    if setting == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(setting)
+# one lock file per running job and GPU, held while it trains: the kernel drops it when the job ends or is killed
+SLOT_DIR = Path(tempfile.gettempdir()) / f"embinit-gpu-slots-{os.getuid()}"
 
 
-def place(placement: Placement, job_threads: int = 0) -> torch.device:
-    """Set torch's CPU threads (the placement's, else the job's, else torch's default) and return the device."""
+@contextlib.contextmanager
+def place(placement: Placement, job_threads: int = 0) -> Iterator[torch.device]:
+    """Set torch's CPU threads (the placement's, else the job's, else torch's default) and CUDA determinism,
+    and yield the device, holding its GPU slot while the block runs."""
     threads = placement.num_threads or job_threads
     if threads > 0:
         torch.set_num_threads(threads)
-    return pick_device(placement.device)
+    if placement.deterministic:
+        make_deterministic()
+    with contextlib.ExitStack() as stack:
+        device = pick_device(placement.device, stack)
+        if device.type == "cuda" and device.index is not None:
+            torch.cuda.set_device(device)  # stray allocations and synchronize() go to the run's GPU, not to GPU 0
+        yield device
+
+
+def make_deterministic() -> None:
+    """Deterministic kernels only (an op without one fails naming itself): CUDA reruns and resumes become
+    bit-exact on one GPU model and driver; a no-op for this project's CPU kernels."""
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # read when cuBLAS starts: before any CUDA work
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
+def pick_device(setting: str, stack: contextlib.ExitStack) -> torch.device:
+    """The device `train.device` names; "auto": the least busy visible GPU (its slot held on `stack`), else the
+    CPU. A GPU asked for (by the setting, or by a scheduler's CUDA_VISIBLE_DEVICES) that torch cannot use is
+    an error, not a silent fall back to the CPU."""
+    if setting == "auto" and not scheduler_assigned_gpu() and not torch.cuda.is_available():
+        return torch.device("cpu")
+    device = torch.device("cuda" if setting == "auto" else setting)
+    if device.type != "cuda":
+        return device
+    require_cuda(setting, device)
+    if setting == "auto":
+        device = torch.device("cuda", hold_least_busy_gpu(torch.cuda.device_count(), stack))
+    return device
+
+
+def scheduler_assigned_gpu() -> bool:
+    """Whether CUDA_VISIBLE_DEVICES lists a device (SLURM's "NoDevFiles" and "-1" list none)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return bool(visible) and visible != "NoDevFiles" and not visible.startswith("-")
+
+
+def require_cuda(setting: str, device: torch.device) -> None:
+    """Fail at the job's start, in one line naming `train.device`, when torch cannot run on `device`."""
+    asked = f"train.device: {setting}"
+    if setting == "auto":
+        asked += f" with CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')} (a GPU given to this job)"
+    if not torch.cuda.is_available():
+        try:
+            torch.cuda.init()
+            reason = f"torch {torch.__version__} sees no CUDA device"
+        except Exception as error:  # torch's own words: not compiled with CUDA, no driver, driver too old, ...
+            reason = f"torch {torch.__version__}: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+        raise RuntimeError(f"{asked}, but torch cannot use CUDA ({reason}); set train.device: cpu to train on the CPU")
+    count = torch.cuda.device_count()
+    if device.index is not None and device.index >= count:
+        raise RuntimeError(f"{asked}, but torch sees {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
+
+
+def hold_least_busy_gpu(count: int, stack: contextlib.ExitStack) -> int:
+    """The index of the visible GPU the fewest running jobs hold (the lowest on ties), with a slot on it held
+    until `stack` closes. Jobs of every snakemake process of this user on this machine count."""
+    if count == 1:
+        return 0
+    visible = [name.strip().replace("/", "_") for name in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    physical = [visible[i] if i < len(visible) and visible[i] else str(i) for i in range(count)]  # MIG names hold "/"
+    SLOT_DIR.mkdir(parents=True, exist_ok=True)
+    with open(SLOT_DIR / "pick.lock", "a") as pick:
+        fcntl.flock(pick, fcntl.LOCK_EX)  # one job picks at a time
+        busy = [sum(is_held(path) for path in SLOT_DIR.glob(f"gpu-{gpu}.*.lock")) for gpu in physical]
+        index = busy.index(min(busy))
+        slot = next(s for s in itertools.count() if not is_held(SLOT_DIR / f"gpu-{physical[index]}.{s}.lock"))
+        lock = stack.enter_context(open(SLOT_DIR / f"gpu-{physical[index]}.{slot}.lock", "a"))
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    return index
+
+
+def is_held(path: Path) -> bool:
+    """Whether a running job holds the lock file `path`."""
+    with open(path, "a") as probe:
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(probe, fcntl.LOCK_UN)
+        return False
 
 
 def autocast(device: torch.device, bf16: bool):

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from embinit.data.vocab import Detokenizer, References, load_detokenizer, read_references
-from embinit.io import atomic_path, write_text_atomic
+from embinit.io import atomic_path, interrupted_writes, write_text_atomic
 from embinit.training import checkpoint, mechanism, scoring
 from embinit.training.batching import BucketBatchSampler, ClassificationData, TranslationData, load_dataset
 from embinit.training.device import describe, place
@@ -52,20 +52,23 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     tokenized parquet paths; embeddings {encoder, decoder (translation)}: N x D .npy the layers start from;
     translation only: detokenizer (the vocab stage's detokenizer file of the decoder side: its tokens are what
     paper BLEU scores, its tokenizer detokenizes for standard sacreBLEU) and references {valid, test} (the
-    vocab stage's references files); model: config `model`; train: config `train` (without device and
-    num_threads); variant {pos_encoding, embedding_trainable}; epochs; batch_size; lr; seed; valid_bleu
-    (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always); num_classes
-    (classification); run {block, task, initializer, seed, variant}; optional log (default out_dir/train.log)
-    and threads (the job's threads, used when placement.num_threads is 0). Every file of the spec is part of
-    the run's identity (embinit.training.checkpoint.input_files); `placement` (device, threads) is not.
+    vocab stage's references files); model: config `model`; train: config `train` (without the placement's
+    keys: device, num_threads, deterministic); variant {pos_encoding, embedding_trainable}; epochs; batch_size;
+    lr; seed; valid_bleu (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always);
+    num_classes (classification); run {block, task, initializer, seed, variant}; optional log (default
+    out_dir/train.log) and threads (the job's threads, used when placement.num_threads is 0). Every file of
+    the spec is part of the run's identity (embinit.training.checkpoint.input_files); `placement` (device,
+    threads, determinism) is not: the run holds its device (a GPU slot) while it trains
+    (embinit.training.device.place).
 
     Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.tok.hyp.txt / test.tok.ref.txt
     (paper BLEU's input) and test.hyp.txt / test.ref.txt (standard sacreBLEU's), embeddings.npz (the input
     embedding matrices of the reported state, keys `encoder` and, translation, `decoder`), and final.json last.
     train.mechanism (default true) adds the mechanism metrics to every epoch's row (embinit.training.mechanism;
     train.mechanism_probe: its number of validation sentences).
-    Resumes from out_dir/checkpoint.pt when it is of the same identity and unfinished (see
-    embinit.training.checkpoint.resumable_checkpoint).
+    Resumes from out_dir/checkpoint.pt when its sha256 sidecar vouches for it and it is of the same identity and
+    unfinished (see embinit.training.checkpoint.resumable_checkpoint); first removes the temporary files a
+    killed save left in out_dir.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -76,7 +79,8 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     RUN_LOG.addHandler(handler)
     RUN_LOG.setLevel(logging.INFO)
     try:
-        return _train(spec, out_dir, placement)
+        with place(placement, spec.get("threads", 0)) as device:
+            return _train(spec, out_dir, device)
     except Exception:
         log.exception("run %s failed", run_name(spec["run"]))
         raise
@@ -85,8 +89,11 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
         handler.close()
 
 
-def _train(spec: dict, out_dir: Path, placement: Placement) -> dict:
-    run = prepare(spec, placement)
+def _train(spec: dict, out_dir: Path, device: torch.device) -> dict:
+    run = prepare(spec, device)
+    for stale in interrupted_writes(out_dir):
+        log.info("removing %s: a temporary file of a save that was interrupted", stale)
+        stale.unlink(missing_ok=True)
     path = out_dir / "checkpoint.pt"
     identity = checkpoint.identity_of(spec)
     state = resume(run, path, identity)
@@ -133,10 +140,9 @@ class Run:
         return self.spec["kind"] == "translation"
 
 
-def prepare(spec: dict, placement: Placement) -> Run:
-    """Place the run, seed every RNG, load its inputs and build its model, optimizer and batch sampler."""
+def prepare(spec: dict, device: torch.device) -> Run:
+    """Seed every RNG, load the run's inputs and build its model (on `device`), optimizer and batch sampler."""
     kind, train_cfg, name = spec["kind"], spec["train"], run_name(spec["run"])
-    device = place(placement, spec.get("threads", 0))
     checkpoint.seed_everything(spec["seed"])
     max_len = spec["model"]["max_len"]
     splits = {split: load_dataset(kind, path, max_len) for split, path in spec["data"].items() if path}
@@ -203,7 +209,7 @@ def epoch_row(run: Run, epoch: int) -> dict:
         run.model, run.optimizer, run.splits["train"], run.sampler, run.device, run.bf16, run.name, epoch
     )
     if run.device.type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(run.device)
     train_seconds = time.perf_counter() - began
     row = {
         "epoch": epoch,
@@ -230,7 +236,7 @@ def epoch_row(run: Run, epoch: int) -> dict:
             )
         )
         if run.device.type == "cuda":
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(run.device)
         timing["mechanism_seconds"] = time.perf_counter() - probe_began
     row.update(timing)
     log.info("%s epoch %d: %s", run.name, epoch, {k: round(v, 4) for k, v in row.items() if k != "epoch"})
