@@ -13,14 +13,15 @@ TARGETS = ["all"]  # every paper output of the default config (Table 1's DAG inc
 
 
 def planned_jobs(dry_run_stdout: str) -> list[str]:
-    """One line per planned job: rule, wildcards, sorted inputs, sorted outputs and log (tab-separated)."""
-    jobs, job = [], None
+    """One line per planned job: rule, wildcards, sorted inputs, sorted outputs and log (tab-separated). A job of
+    a group (rule train's) is listed one level deeper."""
+    jobs, job, fields = [], None, ""
     for line in dry_run_stdout.splitlines():
-        start = re.fullmatch(r"(?:local)?rule (\S+):", line)
+        start = re.fullmatch(r"( *)(?:local)?rule (\S+):", line)
         if start:
-            job = {"rule": start[1]}
+            job, fields = {"rule": start[2]}, start[1] + "    "
             jobs.append(job)
-        elif job is not None and line.startswith("    ") and ":" in line:
+        elif job is not None and line.startswith(fields) and ":" in line:
             key, value = line.strip().split(":", 1)
             if key in ("input", "output", "log", "wildcards"):
                 job[key] = ", ".join(sorted(v for v in re.split(r",\s*", value.strip()) if v))
