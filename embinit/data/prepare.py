@@ -14,6 +14,7 @@ import csv
 import gzip
 import html
 import logging
+import os
 import re
 import zlib
 from pathlib import Path
@@ -55,9 +56,9 @@ def _read_lines(path: Path) -> list[str]:
     return lines
 
 
-def _paths(value: str | list[str]) -> list[Path]:
+def _paths(value: str | os.PathLike | list) -> list[Path]:
     """A role's files: one path, or a list (a Snakemake named input list) read in its order."""
-    return [Path(value)] if isinstance(value, str) else [Path(p) for p in value]
+    return [Path(value)] if isinstance(value, (str, os.PathLike)) else [Path(p) for p in value]
 
 
 def _is_blank(*sentences: str) -> bool:
