@@ -3,7 +3,7 @@
 Snakemake reruns a job whose params changed only while its own records (.snakemake/metadata) are there; from
 another working directory, or after they are deleted, a stale output would look current. So a run's final.json and
 a layer's sidecar hold the digest of the spec their job ran with, and the workflow compares it with the planned one
-before any job (rules/common.smk, `rerun_if_stale`).
+while it builds the DAG (`plan`, called by the input functions of rules/common.smk).
 """
 
 from __future__ import annotations
