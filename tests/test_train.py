@@ -307,6 +307,17 @@ class Killed(Exception):
     pass
 
 
+def killed_then_rerun(toy, run_dir, monkeypatch, module, **patches):
+    """A run killed by `patches` (names of `module` replaced by functions that raise Killed), then run again
+    unpatched in the same directory: the rerun's result and the directory's train.log."""
+    for name, replacement in patches.items():
+        monkeypatch.setattr(module, name, replacement)
+    with pytest.raises(Killed):
+        train_run(make_spec(toy), run_dir)
+    monkeypatch.undo()
+    return train_run(make_spec(toy), run_dir), (run_dir / "train.log").read_text()
+
+
 def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_path, monkeypatch):
     out, final = reference_run
     save = checkpoint.save_checkpoint
@@ -411,12 +422,12 @@ def test_forced_rerun_of_a_finished_run_trains_again_to_the_same_result(referenc
 
 def test_run_killed_after_its_last_epoch_only_scores(reference_run, toy, tmp_path, monkeypatch):
     out, final = reference_run
-    monkeypatch.setattr(loop, "write_text_atomic", lambda *a: (_ for _ in ()).throw(Killed()))
-    with pytest.raises(Killed):
-        train_run(make_spec(toy), tmp_path)
-    monkeypatch.undo()
-    resumed = train_run(make_spec(toy), tmp_path)
-    assert "resuming toy_block/Xavier/seed7/base after epoch 3" in (tmp_path / "train.log").read_text()
+
+    def die_writing_final(*args):
+        raise Killed
+
+    resumed, log = killed_then_rerun(toy, tmp_path, monkeypatch, loop, write_text_atomic=die_writing_final)
+    assert "resuming toy_block/Xavier/seed7/base after epoch 3" in log
     assert_same_run(tmp_path, resumed, out, final)
 
 
@@ -475,12 +486,7 @@ def test_kill_between_the_checkpoint_and_its_sidecar_never_resumes_the_unverifie
             raise Killed
         write(path, text)
 
-    monkeypatch.setattr(checkpoint, "write_text_atomic", die_at_epoch_two)
-    with pytest.raises(Killed):
-        train_run(make_spec(toy), tmp_path)
-    monkeypatch.undo()
-    rerun = train_run(make_spec(toy), tmp_path)
-    log = (tmp_path / "train.log").read_text()
+    rerun, log = killed_then_rerun(toy, tmp_path, monkeypatch, checkpoint, write_text_atomic=die_at_epoch_two)
     assert "checkpoint.pt: it is unreadable (DigestMismatch: its sha256 " in log and "resuming" not in log
     assert_same_run(tmp_path, rerun, out, final)
 
@@ -515,13 +521,9 @@ def test_checkpoint_saved_with_two_gpus_rng_resumes_where_none_is_visible(refere
         save(path, state)
         raise Killed
 
-    monkeypatch.setattr(checkpoint, "rng_state", two_gpus)
-    monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_die)
-    with pytest.raises(Killed):
-        train_run(make_spec(toy), tmp_path)
-    monkeypatch.undo()
-    resumed = train_run(make_spec(toy), tmp_path)
-    log = (tmp_path / "train.log").read_text()
+    resumed, log = killed_then_rerun(
+        toy, tmp_path, monkeypatch, checkpoint, rng_state=two_gpus, save_checkpoint=save_then_die
+    )
     assert "the checkpoint holds the RNG states of 2 CUDA devices, 0 are visible: restored none" in log
     assert "resuming toy_block/Xavier/seed7/base after epoch 1" in log
     assert_same_run(tmp_path, resumed, out, final)
