@@ -15,6 +15,8 @@ from typing import Iterator
 import jsonschema
 import yaml
 
+from embinit.trials import TrialError, try_entries
+
 
 class ConfigError(ValueError):
     pass
@@ -158,8 +160,6 @@ def check(config: dict) -> None:
 def _try_entries(config: dict) -> None:
     """Call each registry entry the config names once on a small input (embinit.trials), so an extension with a
     wrong signature, type or shape stops here, naming its file and function, not in a job."""
-    from embinit.trials import TrialError, try_entries
-
     encodings = dict.fromkeys(v["pos_encoding"] for v in config["variants"].values())
     try:
         try_entries(config, config["initializers"], list(encodings))

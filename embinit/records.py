@@ -54,12 +54,12 @@ def recorded_digest(record: str | os.PathLike) -> str | None:
 def stale_reason(record: str | os.PathLike, spec: dict) -> str | None:
     """Why the output `record` stands for is stale against the planned `spec`, or None when it is not (or no
     digest says)."""
-    recorded = recorded_digest(record)
-    if recorded is None or recorded == spec_digest(spec):
+    recorded, planned = recorded_digest(record), spec_digest(spec)
+    if recorded is None or recorded == planned:
         return None
     if recorded == UNREADABLE:
         return f"{record} is not a readable JSON record"
-    return f"{record} was made by spec {recorded}, the config now plans {spec_digest(spec)}"
+    return f"{record} was made by spec {recorded}, the config now plans {planned}"
 
 
 _SAID: set[str] = set()
