@@ -3,6 +3,7 @@
 from snakemake.utils import min_version
 
 from embinit.config import check, load, validate
+from embinit.trials import try_entries
 
 min_version("9.0")
 
@@ -16,6 +17,7 @@ configfile: f"{workflow.basedir}/config.yaml"
 
 validate(config, f"{workflow.basedir}/schemas/config.schema.yaml", workflow.configfiles)
 check(config)
+try_entries(config)  # each registry entry in use, called once on a small input
 
 
 report: "report/workflow.rst"

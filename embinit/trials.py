@@ -7,6 +7,8 @@ import inspect
 import numpy as np
 import pandas as pd
 
+from embinit.config import ConfigError
+
 SHAPE = (9, 8)  # N x D of the trial layers: D divisible by the trial's 2 heads, even for rotary
 
 
@@ -109,11 +111,15 @@ def try_position_encoding(name: str, model: dict) -> None:
             _expect("position encoding", name, cls, call, bias, (heads, length, length), "None or a tensor")
 
 
-def try_entries(config: dict, initializers: list[str], pos_encodings: list[str]) -> None:
-    """Every entry in use: the initializers and position encodings named, and the configured missing-row policy."""
-    for name in initializers:
-        try_initializer(name, config["initializer_params"].get(name, {}))
+def try_entries(config: dict) -> None:
+    """Every entry a checked config (embinit.config.check) names: its initializers, its variants' position
+    encodings and its missing-row policy; ConfigError naming the first that fails."""
     missing = config["embeddings"]["missing"]
-    try_missing_policy(missing, config["embeddings"]["missing_params"].get(missing, {}))
-    for name in pos_encodings:
-        try_position_encoding(name, config["model"])
+    try:
+        for name in config["initializers"]:
+            try_initializer(name, config["initializer_params"].get(name, {}))
+        try_missing_policy(missing, config["embeddings"]["missing_params"].get(missing, {}))
+        for name in dict.fromkeys(v["pos_encoding"] for v in config["variants"].values()):
+            try_position_encoding(name, config["model"])
+    except TrialError as e:
+        raise ConfigError(f"config names a registry entry that fails on a small input: {e}") from None
