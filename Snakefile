@@ -1,11 +1,18 @@
 # Reproduction of "On Initializing Transformers with Pre-trained Embeddings" (arXiv 2407.12514).
 # Stages, each a folder of embinit/ and a rule file (docs/design.md): data -> layers -> (models) training -> reports.
+import os
+
 from snakemake.utils import min_version
 
-from embinit.config import check, load, validate
+from embinit.checks import check
+from embinit.config import load, validate
 from embinit.trials import try_entries
 
 min_version("9.0")
+
+# Jobs import the embinit package of this checkout, also inside --sdm conda environments and on cluster nodes
+# (a documented exception to snakemake --lint's envvars finding: docs/design.md "Lint").
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
 # Each error names its file or key, before any job. (--configfile files are parsed by snakemake's command line
 # before this file runs; an empty or unparsable one fails there.)
@@ -33,7 +40,7 @@ include: "rules/reports.smk"
 rule all:
     """The outputs config `outputs` names (all tables and the figure, by default) for the configured run_blocks."""
     input:
-        [output_path(name) for name in config["outputs"]],
+        [getattr(rules, name).output[0] for name in config["outputs"]],
     localrule: True
 
 

@@ -1,9 +1,9 @@
 """The run sheet: every training run the outputs use, one tidy row per (output, run), built once from the config.
 
 The rules take each output's inputs from it and hand each report exactly its rows, so which runs a table shows is
-decided here and only here; a report never re-filters by config. A row says what its run is (block, task, sources,
-initializer, seed, variant and the variant's switches), how the paper's tables name it (`label`) and where its files
-are. Adding a table that shows runs is one entry in `selections`.
+decided by the output's selection (embinit.outputs) and only there; a report never re-filters by config. A row says
+what its run is (block, task, sources, initializer, seed, variant and the variant's switches), how the paper's tables
+name it (`label`) and where its files are. The layer sheet does the same for the embedding layers outputs read.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pandas as pd
 
 from embinit.config import initializers_of, seeds_of
 from embinit.layers.initializers import display_name
+from embinit.outputs import OUTPUTS
 
 COLUMNS = [
     "output",
@@ -32,37 +33,10 @@ COLUMNS = [
 
 
 def selections(config: dict) -> list[dict]:
-    """Which runs each output shows: its blocks, initializers (None: each block's own), variants and seeds (None:
-    each block's; an int: the first that many; a dict: per block, as Figure 1's five-seed GloVe panel), and for
-    Table 3 seeds per variant where a cell has more runs than the others (`seeds_by_variant`)."""
-    t3, t10 = config["table3"], config["table10"]
-    table1 = [i for i in config["initializers"] if i != "Xavier_Pretrained"]  # that one is Table 7
-    with_control = [b for b in config["run_blocks"] if "Xavier_Pretrained" in initializers_of(config, b)]
-    return [
-        {"output": "table1", "blocks": config["run_blocks"], "initializers": table1},
-        {"output": "table5", "blocks": config["run_blocks"]},
-        {"output": "table7", "blocks": with_control, "initializers": ["Xavier", "Xavier_Pretrained"]},
-        {
-            "output": "table3",
-            "blocks": [t3["block"]],
-            "initializers": t3["initializers"],
-            "variants": t3["variants"],
-            "seeds": t3.get("seeds"),
-            "seeds_by_variant": t3.get("seeds_by_variant", {}),
-        },  # fmt: skip
-        {
-            "output": "figure1",
-            "blocks": config["figure1"]["blocks"],
-            "initializers": config["figure1"]["initializers"],
-            "seeds": config["figure1"].get("seeds", {}),
-        },  # fmt: skip
-        *(
-            {"output": k, **{s: config[k][s] for s in ("blocks", "initializers", "variants")}}
-            for k in ("table9", "table11")
-        ),
-        {"output": "table10", "blocks": [t10["block"]], "initializers": t10["initializers"]},
-        {"output": "figure2", "blocks": config["figure2"]["blocks"], "initializers": config["figure2"]["initializers"]},
-    ]
+    """Which runs each output that shows runs selects (embinit.outputs): its blocks, initializers (None: each
+    block's own), variants and seeds (None: each block's; an int: the first that many; a dict: per block, as Figure 1's
+    five-seed GloVe panel), and seeds per variant where a cell has more runs than the others (`seeds_by_variant`)."""
+    return [{"output": name, **out.runs(config)} for name, out in OUTPUTS.items() if out.runs]
 
 
 def block_sources(config: dict, block: str) -> tuple[str, str]:
@@ -125,3 +99,39 @@ def trained_blocks(config: dict) -> list[str]:
     """Blocks whose models train: those of every output's selection, in order (Tables 3, 9-11 and the figures train
     their own runs, in run_blocks or not)."""
     return list(dict.fromkeys(block for sel in selections(config) for block in sel["blocks"]))
+
+
+LAYER_COLUMNS = ["output", "block", "task", "family", "source", "source_display", "side", "file", "initializer", "seed"]
+
+
+def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str]) -> pd.DataFrame:
+    """One row per (output, file) of the outputs that read embedding layers (embinit.outputs.Layer); `runs` is the
+    run sheet (an output's layers may follow its runs), `paths` a template per kind of file (layer: with {block},
+    {init}, {seed}, {side}; pretrained, tokens: with {block}, {side})."""
+    rows = []
+    for name, out in OUTPUTS.items():
+        for block, side, file, init, seed in out.layers(config, runs[runs.output == name]) if out.layers else ():
+            cfg, source = config["blocks"][block], config["blocks"][block]["sources"][side]
+            rows.append(
+                {
+                    "output": name,
+                    "block": block,
+                    "task": cfg["task"],
+                    "family": cfg["family"],
+                    "source": source,
+                    "source_display": config["sources"][source]["display"] if source else None,
+                    "side": side,
+                    "file": file,
+                    "initializer": init,
+                    "seed": seed,
+                    "path": paths[file].format(block=block, side=side, init=init, seed=seed),
+                }
+            )
+    return pd.DataFrame(rows, columns=LAYER_COLUMNS + ["path"])
+
+
+def plotted(runs: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """(block, initializer, variant) of the runs, any seed, of an output that plots validation BLEU per epoch
+    (Figure 1): under `train.valid_bleu: auto` only these decode the validation split every epoch."""
+    shown = runs[runs.output.isin([name for name, out in OUTPUTS.items() if out.valid_bleu])]
+    return set(shown[["block", "initializer", "variant"]].itertuples(index=False, name=None))

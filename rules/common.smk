@@ -1,35 +1,26 @@
-# Shared names: every artifact's path template (once), the wildcards' allowed values, and the input functions
-# the rule files call. Rule files hold rules only. Names follow docs/design.md.
-import json
+# Shared names: every artifact's path template (once), the run and layer sheets, and the input functions the rule
+# files call. Rule files hold rules only. Names follow docs/design.md.
 import os
 import re
 
 from embinit.cluster import check as check_cluster, job_resources
-from embinit.config import dim_of, initializers_of, lr_of, seeds_of, sides_of, tokenizer_of, valid_bleu_of
-from embinit.data.fetch import FetchSettings
+from embinit.config import sides_of, task_sides, tokenizer_of
 from embinit.data.prepare import splits_of
-from embinit.data.vocab import SPLIT_LAYOUT
-from embinit.extensions import ExtensionFiles, code_fingerprint
-from embinit.layers.initializers import INITIALIZERS, fingerprint, reads_pretrained
-from embinit.layers.pretrained import MISSING_POLICIES
-from embinit.models.position import POSITION_ENCODINGS
+from embinit.extensions import ExtensionFiles
+from embinit.layers.initializers import INITIALIZERS, reads_pretrained
+from embinit.outputs import OUTPUTS
 from embinit.records import ResultsLock, plan, sidecar_of
-from embinit.runsheet import run_sheet
-from embinit.training import Placement
-
-# Jobs import the embinit package of this checkout, also inside --sdm conda environments and on cluster nodes
-# (a documented exception to snakemake --lint's envvars finding: docs/design.md "Lint").
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
+from embinit.runsheet import layer_sheet, plotted, run_sheet
+from embinit.specs import layer_spec, train_spec
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
 # profiles/slurm: the site's account and partition (config `cluster`) for every job that does not train
 CPU_JOB = job_resources(config["cluster"], gpu=False)
 DATA = config["data_dir"]
 RES = config["results_dir"]
-# Loaded by embinit.config.check; jobs load them again. A job's rerun trigger holds the code of the registry entry it
-# uses (code_fingerprint), never the files themselves: adding or editing a file reruns only what uses what changed.
+RESULTS_LOCK = ResultsLock(RES)
+# Jobs load the extension files again; what a job uses of them is in its params (embinit.specs)
 EXTENSIONS = ExtensionFiles(tuple(config["extensions"]))
-MISSING_CODE = code_fingerprint(MISSING_POLICIES[config["embeddings"]["missing"]])
 
 # Artifact paths; {braces} are wildcards. Data stage (under data_dir):
 RAW = f"{DATA}/raw/{{relpath}}"
@@ -54,17 +45,16 @@ TRAIN_LOG = f"{RUN}/train.log"
 # in its own directory, made when the file is: Snakemake takes a file missing that appears in a directory it has
 # already listed while building the DAG
 PLAN = f"{RES}/.plans/{{block}}/{{init}}/seed{{seed}}/{{job}}/plan.json"
-# Reports stage: an output named in config `outputs` is {RES}/<name>.csv (+ .md), or .png for figures.
+# Reports stage: an output of config `outputs` (embinit/outputs.py) is {RES}/<name>.csv (+ .md), or .png (+ .csv).
 TABLE = f"{RES}/{{name}}.csv"
 TABLE_MD = f"{RES}/{{name}}.md"
 FIGURE = f"{RES}/{{name}}.png"
 REPORTS_LOG = f"{RES}/logs/{{name}}.log"
-FIGURES = ("figure1", "figure2")
-REPORT_CATEGORY = {
-    "figure1": "Figure 1",
-    **dict.fromkeys(("table9", "table10", "table11", "figure2"), "Beyond the paper"),
-}
-REPORT_CATEGORY.update(dict.fromkeys(("table1", "table3", "table5", "table7"), "Tables"))
+
+# The run sheet (embinit.runsheet): one row per (output, run) it shows; the layer sheet: one per (output, layer file)
+RUNS = run_sheet(config, {"final": FINAL, "metrics": METRICS, "trained": TRAINED, "run": RUN})
+LAYERS = layer_sheet(config, RUNS, {"layer": EMBEDDING, "pretrained": PRETRAINED, "tokens": PRETRAINED_TOKENS})
+PLOTTED = plotted(RUNS)
 
 
 def fill(template, **wildcards):
@@ -84,9 +74,6 @@ wildcard_constraints:
     init=_choice(INITIALIZERS),
 
 
-# --- data ---
-
-
 def raw(relpath):
     return fill(RAW, relpath=relpath)
 
@@ -101,10 +88,6 @@ def source_of(block, side):
 
 def task_splits(task):
     return splits_of(config["tasks"][task]["format"])
-
-
-def task_sides(task):
-    return ["encoder", "decoder"] if config["tasks"][task]["kind"] == "translation" else ["encoder"]
 
 
 def evaluated_splits(task):
@@ -138,65 +121,39 @@ def raw_inputs(blocks):
     return sorted(raw(p) for p in paths)
 
 
-# --- layers ---
-
-
 def source_files(wc):
     """The raw files of the block side's pre-trained source, by role (vectors, index, weights, tokenizer)."""
     return {role: raw(p) for role, p in config["sources"][source_of(wc.block, wc.side)]["files"].items()}
-
-
-def pretrained_input(wc):
-    """The pre-trained matrix an initializer reads; none for Xavier or a side without a source."""
-    if source_of(wc.block, wc.side) and reads_pretrained(wc.init):
-        return fill(PRETRAINED, block=wc.block, side=wc.side)
-    return []
-
-
-def match_entries(blocks):
-    return [
-        {"block": b, "side": side, "source": source, "meta": fill(PRETRAINED_TOKENS, block=b, side=side)}
-        for b in blocks
-        for side, source in config["blocks"][b]["sources"].items()
-        if source is not None
-    ]
-
-
-# --- training ---
 
 
 def plan_path(wc, job):
     return fill(PLAN, block=wc.block, init=wc.init, seed=wc.seed, job=job)
 
 
-def layer_spec(wc):
-    """Everything a layer depends on but its input files (a change rebuilds it): `fingerprint` holds the
-    initializer's params and code."""
-    params = config["initializer_params"].get(wc.init, {})
-    return {
-        "initializer": wc.init,
-        "params": params,
-        "fingerprint": fingerprint(wc.init, params),
-        "seed": int(wc.seed),
-        "dim": dim_of(config, wc.block),
-        "side": wc.side,
-    }
+def layer_params(wc):
+    return layer_spec(config, wc.block, wc.init, int(wc.seed), wc.side)
 
 
 def layer_inputs(wc):
     layer = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=wc.side)
+    pretrained = source_of(wc.block, wc.side) and reads_pretrained(wc.init)  # Xavier reads only N and D
     return {
         "vocab": block_path(VOCAB, wc.block, side=wc.side),
-        "pretrained": pretrained_input(wc),
-        "plan": plan(plan_path(wc, f"layer_{wc.side}"), sidecar_of(layer), layer_spec(wc)),
+        "pretrained": fill(PRETRAINED, block=wc.block, side=wc.side) if pretrained else [],
+        "plan": plan(plan_path(wc, f"layer_{wc.side}"), sidecar_of(layer), layer_params(wc)),
     }
+
+
+def train_params(wc):
+    plotted = (wc.block, wc.init, wc.variant) in PLOTTED
+    return train_spec(config, wc.block, wc.init, int(wc.seed), wc.variant, plotted)
 
 
 def train_inputs(wc):
     task = task_of(wc.block)
     inputs = {split: block_path(TOKENIZED, wc.block, split=split) for split in task_splits(task)}
     record = fill(FINAL, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
-    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_spec(wc))
+    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_params(wc))
     for side in sides_of(config, wc.block):
         inputs[f"emb_{side}"] = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=side)
     if evaluated_splits(task):
@@ -206,151 +163,71 @@ def train_inputs(wc):
     return inputs
 
 
-def train_spec(wc):
-    """Everything a run depends on (a change reruns it), except where it runs (params.placement)."""
-    block, task = config["blocks"][wc.block], config["tasks"][task_of(wc.block)]
-    return {
-        "kind": task["kind"],
-        "model": config["model"],
-        "train": {k: v for k, v in config["train"].items() if k not in Placement.CONFIG_KEYS},
-        "variant": config["variants"][wc.variant],
-        "epochs": block["epochs"],
-        "batch_size": block["batch_size"],
-        "lr": lr_of(config, wc.block),
-        "seed": int(wc.seed),
-        "valid_bleu": valid_bleu_of(config, wc.block, wc.init, wc.variant),
-        "num_classes": task.get("num_classes"),
-        "tokenizer": tokenizer_of(config, wc.block),
-        "languages": task["languages"],
-        "position_code": code_fingerprint(POSITION_ENCODINGS[config["variants"][wc.variant]["pos_encoding"]]),
-        "run": {
-            "block": wc.block,
-            "task": task_of(wc.block),
-            "initializer": wc.init,
-            "seed": int(wc.seed),
-            "variant": wc.variant,
-        },
-    }
-
-
 def check_cluster_settings():
     """profiles/slurm: settings sbatch would refuse or leave PENDING forever fail before any submission."""
     if not workflow.non_local_exec:
         return
     k = workflow.group_settings.group_components.get("train", 1)
     train = rules.train.rule.resources
-    check_cluster(
-        config["cluster"],
-        {
-            f"train x{k} (group-components train={k})": {
-                "cpus": k * train["_cores"].value,
-                "mem_mb": k * train["mem_mb"].value,
-                **job_resources(config["cluster"], gpu=True),
-            },
-            "of every other job": CPU_JOB,
+    jobs = {
+        f"train x{k} (group-components train={k})": {
+            "cpus": k * train["_cores"].value,
+            "mem_mb": k * train["mem_mb"].value,
+            **job_resources(config["cluster"], gpu=True),
         },
+        "of every other job": CPU_JOB,
+    }
+    check_cluster(config["cluster"], jobs)
+
+
+def output_files(out):
+    """An output's files: a figure's PNG and its data, a table's CSV and Markdown; the first is in the HTML report."""
+    first = report(
+        fill(FIGURE if out.figure else TABLE, name=out.name), caption=f"../report/{out.name}.rst", category=out.category
     )
+    rest = (
+        {"csv": fill(TABLE, name=out.name)}
+        if out.figure
+        else {"md": fill(TABLE_MD, name=out.name)} if out.markdown else {}
+    )
+    return {"png" if out.figure else "csv": first, **rest}
 
 
-# --- reports ---
+def output_inputs(out):
+    """An output's input files: its runs' (the sheet's columns `out.files`), its layer files, and what its config
+    sections name (word-analogy questions); the paper comparison reads the tables built and the seeded ones' runs."""
+    runs = sheet_rows(out)
+    inputs = {column: runs[column].tolist() for column in out.files} if len(runs) else {}
+    inputs["layers"] = LAYERS.path[LAYERS.output == out.name].tolist()
+    inputs.update({"questions": raw(config[s]["questions"]) for s in out.sections if "questions" in config[s]})
+    if out.reads_tables:
+        inputs["paper_tables"] = PAPER_TABLES
+        inputs["tables"] = [getattr(rules, n).output.csv for n in config["outputs"] if OUTPUTS[n].compared]
+    return inputs
 
 
-def output_path(name):
-    """The file that stands for an entry of config `outputs`."""
-    return fill(FIGURE if name in FIGURES else TABLE, name=name)
+def sheet_rows(out):
+    """The run sheet's rows an output shows, or for the paper comparison the runs of the seeded tables built."""
+    if out.reads_tables:
+        return RUNS[RUNS.output.isin([n for n in config["outputs"] if OUTPUTS[n].seeded])]
+    return RUNS[RUNS.output == out.name].drop(columns="output")
 
 
-def report_config(*sections):
-    """The config an analogy report reads: `sections` (e.g. "table4"), model, and the sources of the blocks the
-    sections name, so a change there rebuilds it and an initializer or block added elsewhere does not."""
-    blocks = {config[s]["block"] for s in sections}
+def report_config(out):
+    """The config sections an output's builder reads, with model and the sources of the blocks they name, so a
+    change there rebuilds it and an initializer or block added elsewhere does not."""
+    if not out.sections:
+        return {}
+    blocks = {config[s]["block"] for s in out.sections}
     sources = {src for b in blocks for src in config["blocks"][b]["sources"].values() if src}
     return {
-        **{s: config[s] for s in sections},
+        **{s: config[s] for s in out.sections},
         "model": config["model"],
         "blocks": {b: {"sources": config["blocks"][b]["sources"]} for b in sorted(blocks)},
         "sources": {src: config["sources"][src] for src in sorted(sources)},
     }
 
 
-def stats_entries(blocks, initializers):
-    """Seed 0's encoder layer of each (block, initializer) pair, as embinit.reports.statistics expects.
-
-    A block whose encoder has no source (multi30k_glove6b50d offline) reports its decoder layer instead; a block
-    with no source at all (a Xavier-only block) has no pre-trained layer to describe and is left out.
-    """
-    entries = []
-    for block in blocks:
-        sourced = [(k, s) for k, s in config["blocks"][block]["sources"].items() if s is not None]
-        if not sourced:
-            continue
-        side, source = sourced[0]
-        for init in initializers_of(config, block):
-            if init in initializers:
-                entries.append(
-                    {
-                        "block": block,
-                        "task": task_of(block),
-                        "family": config["blocks"][block]["family"],
-                        "source": source,
-                        "side": side,
-                        "initializer": init,
-                        "path": fill(EMBEDDING, block=block, init=init, seed=0, side=side),
-                    }
-                )
-    return entries
-
-
-# Table 2 leaves out _Shuffled: "identical distribution to Pre-trained" (the paper omits those rows).
-STATS_TABLES = {
-    2: [i for i in INITIALIZERS if i not in ("Xavier_Pretrained", "Pretrained_Shuffled")],
-    8: ["Xavier_Pretrained"],
-}
-# The run sheet (embinit.runsheet): every run an output shows, one row per (output, run). Report rules take their
-# inputs from it and pass their rows on (params.runs), so each report gets exactly the runs it shows.
-RESULTS_LOCK = ResultsLock(RES)
-RUNS = run_sheet(config, {"final": FINAL, "metrics": METRICS, "trained": TRAINED, "run": RUN})
-
-
-def runs_of(output, column="final"):
-    """The files (a column of the sheet: final, metrics, trained) of the runs `output` shows, in sheet order."""
-    return list(RUNS[column][RUNS.output == output])
-
-
-def table10_runs():
-    """Table 10's sheet rows, each with the layer it started from (`initial`, config table10's side)."""
-    side = config["table10"]["side"]
-    return [
-        {**r, "initial": fill(EMBEDDING, block=r["block"], init=r["initializer"], seed=r["seed"], side=side)}
-        for r in sheet_rows("table10")
-    ]
-
-
-def sheet_rows(output):
-    """The sheet's rows of `output` as records: a report's params.runs."""
-    return RUNS[RUNS.output == output].drop(columns="output").to_dict("records")
-
-
-def table6_layers():
-    t6 = config["table6"]
-    return {
-        init: fill(EMBEDDING, block=t6["block"], init=init, seed=0, side=t6["side"])
-        for init in ("Xavier", "Pretrained", "Pretrained_Xavier")
-    }
-
-
-def table4_layer(template):
-    """Table 4's pre-trained layer (PRETRAINED) or its row tokens (PRETRAINED_TOKENS)."""
-    return fill(template, block=config["table4"]["block"], side=config["table4"]["side"])
-
-
 PAPER_TABLES = os.path.join(
     workflow.basedir, config.get("paper_comparison", {}).get("paper_tables", "resources/paper_tables.csv")
 )
-
-
-def comparison_runs():
-    """The sheet's rows (with `output`) of the result tables paper_comparison judges the findings on: Tables 1, 3
-    and 7, where config `outputs` builds them."""
-    shown = [t for t in ("table1", "table3", "table7") if t in config["outputs"]]
-    return RUNS[RUNS.output.isin(shown)].to_dict("records")

@@ -1,6 +1,7 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
-from embinit.data.fetch import check_cached
+from embinit.data.fetch import FetchSettings, check_cached
+from embinit.data.vocab import SPLIT_LAYOUT
 
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
 if workflow.is_main_process:
@@ -28,10 +29,12 @@ rule fetch:
         "../workflow_scripts/fetch.py"
 
 
-# The remotes of every raw file the run_blocks (and Table 4) read, by relpath: what prefetch and preflight cover.
+# The remotes of every raw file the run_blocks and the outputs' config sections (Table 4's questions) read, by relpath:
+# what prefetch and preflight cover.
 NEEDED_REMOTES = {
     rel: config["remotes"][rel]
-    for rel in [p.removeprefix(raw("")) for p in raw_inputs(config["run_blocks"])] + [config["table4"]["questions"]]
+    for rel in [p.removeprefix(raw("")) for p in raw_inputs(config["run_blocks"])]
+    + [config[s]["questions"] for o in OUTPUTS.values() for s in o.sections if "questions" in config[s]]
 }
 
 
@@ -93,7 +96,7 @@ for _task, _tcfg in config["tasks"].items():
             **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
             tokenizer_file=tokenizer_input,
         output:
-            **{f"vocab_{side}": fill(VOCAB, task=_task, side=side) for side in task_sides(_task)},
+            **{f"vocab_{side}": fill(VOCAB, task=_task, side=side) for side in task_sides(config, _task)},
             **{f"ids_{s}": fill(TOKENIZED, task=_task, split=s) for s in task_splits(_task)},
             **({"detokenizer": fill(DETOKENIZER, task=_task)} if evaluated_splits(_task) else {}),
             **{f"references_{s}": fill(REFERENCES, task=_task, split=s) for s in evaluated_splits(_task)},
@@ -111,7 +114,7 @@ for _task, _tcfg in config["tasks"].items():
             languages=_tcfg["languages"],
             min_freq=_tcfg["min_freq"],
             splits=task_splits(_task),
-            sides=task_sides(_task),
+            sides=task_sides(config, _task),
             evaluated=evaluated_splits(_task),
             layout=SPLIT_LAYOUT,  # a new column layout of the tokenized splits rebuilds them
         script:

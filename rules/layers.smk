@@ -1,5 +1,6 @@
 # Stage 2, embedding layers (embinit/layers): the pre-trained matrix of each block side, then one layer per
 # initializer and seed.
+from embinit.specs import missing_code
 
 
 rule extract_embeddings:
@@ -22,7 +23,7 @@ rule extract_embeddings:
         missing=config["embeddings"]["missing"],
         missing_params=config["embeddings"]["missing_params"].get(config["embeddings"]["missing"], {}),
         missing_seed=config["embeddings"]["missing_seed"],
-        missing_code=MISSING_CODE,
+        missing_code=missing_code(config),
         extensions=EXTENSIONS,
     script:
         "../workflow_scripts/extract_embeddings.py"
@@ -41,24 +42,7 @@ rule initialize_embedding:
     resources:
         **CPU_JOB,
     params:
-        spec=layer_spec,
+        spec=layer_params,
         extensions=EXTENSIONS,
     script:
         "../workflow_scripts/initialize_embedding.py"
-
-
-rule embedding_matches:
-    """Matched / missing vocabulary rows per block side (GloVe lacks some words; every LM row exists)."""
-    input:
-        [e["meta"] for e in match_entries(config["run_blocks"])],
-    output:
-        report(output_path("embedding_matches"), caption="../report/embedding_matches.rst", category="Embeddings"),
-    log:
-        fill(REPORTS_LOG, name="embedding_matches"),
-    localrule: True
-    conda:
-        PIPELINE_ENV
-    params:
-        entries=match_entries(config["run_blocks"]),
-    script:
-        "../workflow_scripts/embedding_matches.py"

@@ -1,5 +1,6 @@
 # Stage 4, training (embinit/training, with the models of embinit/models): one job per (block, initializer,
 # seed, variant), starting from the initializer's embedding layer(s).
+from embinit.training import Placement
 
 
 rule train:
@@ -23,7 +24,7 @@ rule train:
         mem_mb=16000,
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],
     params:
-        spec=train_spec,
+        spec=train_params,
         extensions=EXTENSIONS,
         # an object, which Snakemake leaves out of its rerun trigger: where a run runs is not what it is
         placement=Placement.from_config(config),

@@ -4,7 +4,10 @@ import pytest
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.config import ConfigError, check, heads_for, load, lr_of, valid_bleu_of, validate
+from embinit.checks import check, params_schema
+from embinit.config import ConfigError, heads_for, load, lr_of, validate, violations
+from embinit.runsheet import plotted, run_sheet
+from embinit.specs import train_spec
 from embinit.runsheet import trained_blocks
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -198,13 +201,18 @@ def test_a_block_lr_overrides_its_tasks_for_that_block_only():
 
 def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():
     config = load_default_config()
-    assert valid_bleu_of(config, "multi30k_glove", "Xavier", "base")
-    assert not valid_bleu_of(config, "multi30k_glove", "Xavier", "frozen")  # Table 3 reads loss and test BLEU
-    assert not valid_bleu_of(config, "multi30k_mbert", "Pretrained", "base")  # not a Figure 1 panel
+
+    def valid_bleu(block, init, variant):
+        shown = plotted(run_sheet(config, {}))
+        return train_spec(config, block, init, 0, variant, (block, init, variant) in shown)["valid_bleu"]
+
+    assert valid_bleu("multi30k_glove", "Xavier", "base")
+    assert not valid_bleu("multi30k_glove", "Xavier", "frozen")  # Table 3 reads loss and test BLEU
+    assert not valid_bleu("multi30k_mbert", "Pretrained", "base")  # not a Figure 1 panel
     update_config(config, {"train": {"valid_bleu": True}})
-    assert valid_bleu_of(config, "multi30k_mbert", "Pretrained", "nopos")
+    assert valid_bleu("multi30k_mbert", "Pretrained", "nopos")
     update_config(config, {"train": {"valid_bleu": False}})
-    assert not valid_bleu_of(config, "multi30k_glove", "Xavier", "base")
+    assert not valid_bleu("multi30k_glove", "Xavier", "base")
 
 
 def test_extensions_are_loaded_first_and_their_errors_name_the_key(tmp_path):
@@ -229,7 +237,6 @@ def test_extensions_are_loaded_first_and_their_errors_name_the_key(tmp_path):
 def test_parameter_types_and_bounds_are_checked_by_a_schema_of_the_signature():
     from typing import Annotated, Literal
 
-    from embinit.config import _violations, params_schema
     from embinit.layers.initializers import AtLeast
 
     def fn(pretrained, shape, rng, k: Annotated[int, AtLeast(1)] = 1, x: float = 0.5, on: bool = True, s: str = "",
@@ -237,7 +244,7 @@ def test_parameter_types_and_bounds_are_checked_by_a_schema_of_the_signature():
         pass
 
     schema = params_schema(fn)
-    assert _violations(schema, {"k": 3, "x": 1, "on": False, "s": "a", "mode": "b"}, "p") == []
+    assert violations(schema, {"k": 3, "x": 1, "on": False, "s": "a", "mode": "b"}, "p") == []
     for params, expected in [
         ({"k": 0}, "config key p.k: 0 is less than the minimum of 1"),
         ({"k": True}, "config key p.k: True is not of type 'integer'"),
@@ -246,7 +253,7 @@ def test_parameter_types_and_bounds_are_checked_by_a_schema_of_the_signature():
         ({"s": 1}, "config key p.s: 1 is not of type 'string'"),
         ({"mode": "c"}, "config key p.mode: 'c' is not one of ['a', 'b']"),
     ]:
-        assert _violations(schema, params, "p") == [expected]
+        assert violations(schema, params, "p") == [expected]
     # through check, with the key of the config and an extension-free built-in
     assert _check_error({"embeddings": {"missing_params": {"neighbors": {"k": 0}}}}).startswith(
         "config key embeddings.missing_params.neighbors.k: 0 is less than the minimum of 1"

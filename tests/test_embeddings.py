@@ -8,7 +8,8 @@ import pytest
 from safetensors.numpy import save_file
 
 from conftest import load_default_config
-from embinit.config import ConfigError, check
+from embinit.checks import check
+from embinit.config import ConfigError
 from embinit.extensions import isolated
 from embinit.layers.initializers import mean_std, xavier_bound
 from embinit.layers.pretrained import (

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import REPO, load_default_config
 from embinit import extensions
-from embinit.config import ConfigError, check
+from embinit.checks import check
+from embinit.config import ConfigError
 from embinit.extensions import ExtensionError, code_fingerprint, isolated, load, module_name
 from embinit.layers import initializers as ini
 from embinit.layers.pretrained import MISSING_POLICIES

@@ -238,7 +238,8 @@ def test_cached_generate_equals_the_uncached_decoder_on_real_multi30k_ids(tmp_pa
 def test_a_position_encoding_is_one_registered_class_and_one_config_value(monkeypatch):
     """Adding one: a @register class in embinit.models.position; the config check and the models accept it."""
     from conftest import load_default_config
-    from embinit.config import ConfigError, check
+    from embinit.checks import check
+    from embinit.config import ConfigError
     from embinit.models import position
 
     class Constant(position.PositionEncoding):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import Collection, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,6 @@ LAYOUT = {  # table -> (row keys, column keys, statistics) of its CSV: how its c
     7: (["label"], ["task", "metric"], RESULT_STATS),
     8: (["label"], ["task"], ["min", "max", "mean", "sigma"]),
 }
-SEEDED = (1, 3, 7)  # tables whose cells are means over seeds: their checks are paired by seed
 COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "ci_low", "ci_high", "vs_paper", "source"]
 FINDINGS = {
     "F1": "Raw pre-trained GloVe (large σ) starts worse than Xavier, and GloVe_Xavier (standardized) recovers it",
@@ -141,7 +140,7 @@ def seeded_cells(runs: pd.DataFrame) -> pd.DataFrame:
 # --- the findings ---------------------------------------------------------------------------------------------
 
 
-def expand(check: Check, paper: pd.DataFrame) -> list[Check]:
+def expand(check: Check, paper: pd.DataFrame, seeded: Collection[int]) -> list[Check]:
     """A template's checks, one per value of its placeholders among the paper's rows and columns."""
     table, _, column = next(iter(check.terms))
     families = [None]
@@ -150,7 +149,7 @@ def expand(check: Check, paper: pd.DataFrame) -> list[Check]:
         families = families[families != "GloVe"].unique()
     columns = [None]
     if "{col}" in column:
-        pattern = re.escape(column).replace(re.escape("{col}"), "(.+)") + (" mean" if table in SEEDED else "")
+        pattern = re.escape(column).replace(re.escape("{col}"), "(.+)") + (" mean" if table in seeded else "")
         columns = paper.column[paper.table == table].str.extract(f"^{pattern}$")[0].dropna().unique()
     checks = []
     for fill in ({"family": family, "col": col} for family in families for col in columns):
@@ -175,20 +174,20 @@ def seeds_to_decide(mean: float, sd: float, power: float = 0.8, alpha: float = 0
     return None
 
 
-def evaluate(check: Check, seeded: pd.DataFrame, ours: pd.DataFrame, paper: pd.DataFrame) -> dict:
+def evaluate(check: Check, values: pd.DataFrame, ours: pd.DataFrame, paper: pd.DataFrame, seeded) -> dict:
     """The evidence and verdict of one expanded check: our difference (paired by seed on result tables), its 95%
     t-interval, p, seeds and the seeds an undecided one would need; the paper's difference beside it."""
     table = next(iter(check.terms))[0]
     key = ["table", "row", "column"]
     paper_cells = paper.set_index(key).value
-    paper_terms = {(t, r, c + (" mean" if t in SEEDED else "")): k for (t, r, c), k in check.terms.items()}
+    paper_terms = {(t, r, c + (" mean" if t in seeded else "")): k for (t, r, c), k in check.terms.items()}
     paper_diff = sum(k * paper_cells.get(cell, np.nan) for cell, k in paper_terms.items())
     sign = check.sign or np.sign(paper_diff)
     out = {"finding": check.finding, "claim": check.claim, "table": table, "column": next(iter(check.terms))[2],
            "paper_diff": paper_diff, "diff": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "n_seeds": 0,
            "seeds_needed": None, "verdict": "not measured here"}  # fmt: skip
-    if table in SEEDED:
-        wide = seeded.set_index(key + ["seed"]).value.unstack(key)
+    if table in seeded:
+        wide = values.set_index(key + ["seed"]).value.unstack(key)
         if not set(check.terms) <= set(wide.columns) or not sign:
             return out
         d = (wide[list(check.terms)] * list(check.terms.values())).sum(axis=1, min_count=len(check.terms)).dropna()
@@ -267,9 +266,12 @@ def _cells_markdown(paper: pd.DataFrame, cells: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
-def paper_comparison(table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_path) -> pd.DataFrame:
+def paper_comparison(
+    table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_path, seeded: Collection[int]
+) -> pd.DataFrame:
     """paper_comparison.csv / .md: our tables (`table<N>.csv` among `table_csvs`) beside the paper's numbers, and
-    the findings judged on the runs of Tables 1, 3 and 7 (`runs`: their run sheet rows, column `output`)."""
+    the findings judged on the runs of the `seeded` tables (Tables 1, 3 and 7: their cells are means over seeds, so
+    their checks are paired by seed; `runs`: their run sheet rows, column `output`)."""
     paper = pd.read_csv(paper_csv)
     found = {}
     for path in map(Path, table_csvs):
@@ -279,8 +281,10 @@ def paper_comparison(table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_pat
             found[int(m[1])] = path
     ours = pd.concat([table_cells(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in LAYOUT])
     cells = compare(paper, ours)
-    seeded = seeded_cells(runs)
-    checks = pd.DataFrame([evaluate(c, seeded, ours, paper) for check in CHECKS for c in expand(check, paper)])
+    values = seeded_cells(runs)
+    checks = pd.DataFrame(
+        [evaluate(c, values, ours, paper, seeded) for check in CHECKS for c in expand(check, paper, seeded)]
+    )
     names = ", ".join(p.name for _, p in sorted(found.items())) or "none"
     md = (
         f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_csv).name}) beside ours ({names}): {len(cells)} cells "

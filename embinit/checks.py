@@ -1,0 +1,177 @@
+"""The config's parts checked against each other and against the registries, which its schema cannot express: a
+name that refers to nothing defined, a registry entry's parameters, a block's sources, what an output needs of its
+blocks, attention heads against D. Run when the Snakefile loads, right after the schema (embinit.config.validate).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from pathlib import Path
+from typing import Iterator
+
+from embinit.config import ConfigError, dim_of, heads_by_dim, heads_for, sides_of, violations
+from embinit.extensions import ExtensionError, load as load_extensions, registries
+from embinit.layers.initializers import AtLeast
+from embinit.outputs import OUTPUTS
+from embinit.runsheet import trained_blocks
+
+
+def _require(value, allowed, key: str) -> None:
+    if value not in allowed:
+        raise ConfigError(f"config key {key}: unknown name {value!r}; allowed: {', '.join(sorted(allowed)) or 'none'}")
+
+
+def params_schema(fn, skip: int = 3) -> dict:
+    """The schema of a registry entry's keyword parameters (after its first `skip`: an initializer's `pretrained,
+    shape, rng`, a missing-row policy's `ctx`), read from its signature: each annotated type (`int`, `float`,
+    `str`, `bool`), `Literal[...]` values and `Annotated[..., AtLeast(x)]` bound. Derived here because an
+    extension's entry is known only once its file is loaded; checked by the same validator as the config file."""
+    hints, properties = typing.get_type_hints(fn, include_extras=True), {}
+    for name in list(inspect.signature(fn).parameters)[skip:]:
+        hint, rule = hints.get(name), {}
+        if typing.get_origin(hint) is typing.Annotated:
+            hint, *extras = typing.get_args(hint)
+            rule |= {"minimum": x.value for x in extras if isinstance(x, AtLeast)}
+        if typing.get_origin(hint) is typing.Literal:
+            rule["enum"] = list(typing.get_args(hint))
+        elif hint in JSON_TYPES:
+            rule["type"] = JSON_TYPES[hint]
+        properties[name] = rule
+    return {"type": "object", "properties": properties}
+
+
+JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
+
+
+def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str, object, object]]:
+    """Every name the config uses to refer to something defined elsewhere, as (key, name, what it must be in):
+    outputs, blocks, tasks, sources, variants, remotes, and the registries' initializers, missing-row policies and
+    position encodings. An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`,
+    `initializers`, `variants`, `seeds` (by block), `seeds_by_variant` and `questions` (a remote)."""
+    inits, policies, blocks = registries["initializer"], registries["missing-row policy"], config["blocks"]
+    sections = {name: config[name] for name in OUTPUTS if isinstance(config.get(name), dict)}
+    lists = [("outputs", config["outputs"], OUTPUTS), ("initializers", config["initializers"], inits)]
+    lists += [("run_blocks", config["run_blocks"], blocks)]
+    lists += [(f"blocks.{n}.initializers", b.get("initializers", []), inits) for n, b in blocks.items()]
+    parts = {"blocks": blocks, "initializers": inits, "variants": config["variants"]}
+    for key, section in sections.items():
+        lists += [(f"{key}.{part}", section.get(part, []), allowed) for part, allowed in parts.items()]
+    for key, names, allowed in lists:
+        yield from ((f"{key}[{i}]", name, allowed) for i, name in enumerate(names))
+    yield from ((f"initializer_params.{n}", n, inits) for n in config["initializer_params"])
+    yield "embeddings.missing", config["embeddings"]["missing"], policies
+    yield from ((f"embeddings.missing_params.{n}", n, policies) for n in config["embeddings"]["missing_params"])
+    for name, variant in config["variants"].items():
+        yield f"variants.{name}.pos_encoding", variant["pos_encoding"], registries["position encoding"]
+    for section in ("tasks", "sources"):
+        for name, entry in config[section].items():
+            for role, paths in entry["files"].items():
+                key = f"{section}.{name}.files.{role}"
+                if isinstance(paths, str):
+                    yield key, paths, config["remotes"]
+                else:  # a task's list of files, read one after another
+                    yield from ((f"{key}[{i}]", path, config["remotes"]) for i, path in enumerate(paths))
+    for name, block in blocks.items():
+        yield f"blocks.{name}.task", block["task"], config["tasks"]
+        yield from (
+            (f"blocks.{name}.sources.{side}", s, config["sources"]) for side, s in block["sources"].items() if s
+        )
+    for key, section in sections.items():
+        if "block" in section:
+            yield f"{key}.block", section["block"], blocks
+        if "questions" in section:
+            yield f"{key}.questions", section["questions"], config["remotes"]
+        seeds = section.get("seeds")
+        yield from ((f"{key}.seeds.{n}", n, blocks) for n in (seeds if isinstance(seeds, dict) else {}))
+        yield from (
+            (f"{key}.seeds_by_variant.{v}", v, section["variants"]) for v in section.get("seeds_by_variant", {})
+        )
+
+
+def check(config: dict) -> None:
+    """Raise ConfigError naming the key where the config's parts do not fit each other, which its schema cannot
+    express: a name that refers to nothing defined, a registry entry's parameters, a block's sources, what a table
+    needs of its block, attention heads against D.
+
+    The `extensions` files are loaded first (embinit.extensions.load), so the names they register are allowed.
+    """
+    for i, path in enumerate(config.get("extensions") or []):
+        try:
+            load_extensions([path])
+        except ExtensionError as e:
+            raise ConfigError(f"config key extensions[{i}]: {e}") from None
+    if config["mirror"] is not None and not Path(config["mirror"]).is_dir():
+        raise ConfigError(f"config key mirror: directory {config['mirror']!r} does not exist")
+    for key, name, allowed in references(config, registries()):
+        _require(name, allowed, key)
+    with_params = [
+        ("initializer_params", config["initializer_params"], registries()["initializer"], 3),
+        ("embeddings.missing_params", config["embeddings"]["missing_params"], registries()["missing-row policy"], 1),
+    ]
+    for section, by_name, registry, skip in with_params:
+        for name, params in by_name.items():
+            key, accepted = f"{section}.{name}", list(inspect.signature(registry[name]).parameters)[skip:]
+            for param in params:
+                _require(param, accepted, f"{key}.{param}")
+            if lines := violations(params_schema(registry[name], skip), params, key):
+                raise ConfigError("\n".join(lines))
+    for name in config["blocks"]:
+        _check_block(config, name)
+    _check_outputs(config)
+    _check_heads(config)
+
+
+def _check_outputs(config: dict) -> None:
+    """An output that reports BLEU or the decoder (Table 3, Figure 1, Table 11) needs translation blocks; one that
+    reads a side's pre-trained layer (Tables 4, 6 and 10) needs a side with a source."""
+    for name, out in OUTPUTS.items():
+        section = config.get(name, {})
+        blocks = section.get("blocks", [section["block"]] if "block" in section else [])
+        if out.translation:
+            for i, block in enumerate(blocks):
+                if config["tasks"][config["blocks"][block]["task"]]["kind"] != "translation":
+                    key = f"{name}.blocks[{i}]" if "blocks" in section else f"{name}.block"
+                    raise ConfigError(f"config key {key}: block {block!r} is not a translation block; {name} needs one")
+        if out.sourced:
+            block, side = section["block"], section["side"]
+            _require(side, sides_of(config, block), f"{name}.side")
+            if config["blocks"][block]["sources"][side] is None:
+                raise ConfigError(
+                    f"config key {name}.side: the {side} of block {block!r} has no pre-trained source "
+                    f"(blocks.{block}.sources.{side} is null); {name} needs one"
+                )
+
+
+def _check_heads(config: dict) -> None:
+    """Attention splits d_model = D into equal heads; otherwise the first training job would fail."""
+    for name in trained_blocks(config):
+        dim = dim_of(config, name)
+        heads = heads_for(config["model"], dim)
+        if dim % heads:
+            key = f"model.heads_by_dim.{dim}" if dim in heads_by_dim(config["model"]) else "model.heads"
+            raise ConfigError(
+                f"config key {key}: {heads} heads do not divide D = {dim} of block {name!r}; "
+                f"set model.heads_by_dim.{dim} to a divisor of {dim}"
+            )
+
+
+def _check_block(config: dict, name: str) -> None:
+    """A block has exactly its task's sides, one dimension, and a sub-word source only alone."""
+    block, sides = config["blocks"][name], sides_of(config, name)
+    if set(block["sources"]) != set(sides):
+        raise ConfigError(
+            f"config key blocks.{name}.sources: a {config['tasks'][block['task']]['kind']} task "
+            f"needs exactly the sides {sides}, got {sorted(block['sources'])}"
+        )
+    used = [s for s in block["sources"].values() if s is not None]
+    if not used and "dim" not in block:
+        raise ConfigError(f"config key blocks.{name}: a block with no pre-trained source needs `dim` (its D)")
+    dims = {config["sources"][s]["dim"] for s in used} | ({block["dim"]} if "dim" in block else set())
+    if len(dims) > 1:
+        raise ConfigError(
+            f"config key blocks.{name}: its sources and `dim` give different dimensions {sorted(dims)}; d_model is shared"
+        )
+    subword = {s for s in used if config["sources"][s]["level"] == "subword"}
+    if subword and (len(subword) > 1 or len(subword) != len(set(used))):
+        raise ConfigError(f"config key blocks.{name}.sources: a sub-word source must be the only source of its block")

@@ -1,0 +1,52 @@
+"""What a layer, a run or an extraction depends on beyond its input files: the specs the workflow plans for a job
+and the job records (embinit.records), so a change to any of them reruns exactly the jobs it reaches."""
+
+from __future__ import annotations
+
+from embinit.config import dim_of, lr_of, tokenizer_of
+from embinit.extensions import code_fingerprint
+from embinit.layers.initializers import fingerprint
+from embinit.layers.pretrained import MISSING_POLICIES
+from embinit.models.position import POSITION_ENCODINGS
+from embinit.training import Placement
+
+
+def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> dict:
+    """A layer's spec; `fingerprint` holds the initializer's params and code."""
+    params = config["initializer_params"].get(init, {})
+    return {
+        "initializer": init,
+        "params": params,
+        "fingerprint": fingerprint(init, params),
+        "seed": seed,
+        "dim": dim_of(config, block),
+        "side": side,
+    }
+
+
+def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plotted: bool) -> dict:
+    """A run's spec, except where it runs (Placement). `plotted`: a figure draws its validation BLEU per epoch, which
+    under `train.valid_bleu: auto` is what makes it decode the validation split every epoch."""
+    block_cfg, task = config["blocks"][block], config["tasks"][config["blocks"][block]["task"]]
+    setting = config["train"]["valid_bleu"]
+    return {
+        "kind": task["kind"],
+        "model": config["model"],
+        "train": {k: v for k, v in config["train"].items() if k not in Placement.CONFIG_KEYS},
+        "variant": config["variants"][variant],
+        "epochs": block_cfg["epochs"],
+        "batch_size": block_cfg["batch_size"],
+        "lr": lr_of(config, block),
+        "seed": seed,
+        "valid_bleu": plotted if setting == "auto" else bool(setting),
+        "num_classes": task.get("num_classes"),
+        "tokenizer": tokenizer_of(config, block),
+        "languages": task["languages"],
+        "position_code": code_fingerprint(POSITION_ENCODINGS[config["variants"][variant]["pos_encoding"]]),
+        "run": {"block": block, "task": block_cfg["task"], "initializer": init, "seed": seed, "variant": variant},
+    }
+
+
+def missing_code(config: dict) -> str:
+    """The code of the missing-row policy extraction uses (its rerun trigger)."""
+    return code_fingerprint(MISSING_POLICIES[config["embeddings"]["missing"]])
