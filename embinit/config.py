@@ -98,3 +98,15 @@ def initializers_of(config: dict, block: str) -> list[str]:
 
 def seeds_of(config: dict, block: str) -> list[int]:
     return list(range(config["blocks"][block]["seeds"]))
+
+
+def raw_files(config: dict, blocks) -> list[str]:
+    """Every raw file (remote relpath) the blocks need: their tasks' data and their sources' files."""
+    paths = set()
+    for block in blocks:
+        for files in config["tasks"][config["blocks"][block]["task"]]["files"].values():
+            paths.update([files] if isinstance(files, str) else files)  # a role may name a list
+        paths.update(
+            f for s in config["blocks"][block]["sources"].values() if s for f in config["sources"][s]["files"].values()
+        )
+    return sorted(paths)

@@ -20,6 +20,9 @@ from embinit.layers.pretrained import write_match_report
 Layer = tuple[str, str, str, str | None, int]
 
 
+RAW_KEYS = ("questions",)  # keys of an output's config section that name a raw file it reads
+
+
 @dataclass(frozen=True)
 class Output:
     """One table or figure. `build(job)` writes it from its Snakemake job (input, output, params) and returns its
@@ -42,6 +45,24 @@ class Output:
     markdown: bool = True  # a table also written as Markdown
     reads_tables: bool = False  # reads the `compared` tables built and the runs of the `seeded` ones
     valid_bleu: bool = False  # plots validation BLEU per epoch: its runs decode it (config train.valid_bleu: auto)
+
+    def config_of(self, config: dict) -> dict:
+        """The config sections its builder reads, with model and the sources of the blocks they name: a change there
+        rebuilds it, and an initializer or block added elsewhere does not."""
+        if not self.sections:
+            return {}
+        blocks = sorted({config[s]["block"] for s in self.sections})
+        sources = sorted({src for b in blocks for src in config["blocks"][b]["sources"].values() if src})
+        return {
+            **{s: config[s] for s in self.sections},
+            "model": config["model"],
+            "blocks": {b: {"sources": config["blocks"][b]["sources"]} for b in blocks},
+            "sources": {src: config["sources"][src] for src in sources},
+        }
+
+    def raw_files(self, config: dict) -> dict[str, str]:
+        """The raw files (remotes' relpaths) its config sections name, by key: Table 4's word-analogy questions."""
+        return {key: config[s][key] for s in self.sections for key in RAW_KEYS if key in config[s]}
 
 
 def _rows(job) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
 from embinit.data.fetch import FetchSettings, check_cached
+from embinit.config import raw_files
 from embinit.data.vocab import SPLIT_LAYOUT
 
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
@@ -8,6 +9,11 @@ if workflow.is_main_process:
     _settings = FetchSettings.from_config(config)
     for _relpath, _remote in config["remotes"].items():
         check_cached(_relpath, _remote, raw(_relpath), _settings)
+
+
+def tokenizer_input(wc):
+    """The raw tokenizer file a sub-word vocabulary reads (none for spaCy)."""
+    return [] if wc.tokenizer == "spacy" else raw(config["sources"][wc.tokenizer]["files"]["tokenizer"])
 
 
 rule fetch:
@@ -33,8 +39,8 @@ rule fetch:
 # what prefetch and preflight cover.
 NEEDED_REMOTES = {
     rel: config["remotes"][rel]
-    for rel in [p.removeprefix(raw("")) for p in raw_inputs(config["run_blocks"])]
-    + [config[s]["questions"] for o in OUTPUTS.values() for s in o.sections if "questions" in config[s]]
+    for rel in raw_files(config, config["run_blocks"])
+    + [p for o in OUTPUTS.values() for p in o.raw_files(config).values()]
 }
 
 

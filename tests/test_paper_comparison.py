@@ -154,7 +154,9 @@ def csvs(out):
 
 
 def compare(out, runs):
-    return pc.paper_comparison(csvs(out), runs, PAPER, out / "paper_comparison.csv", out / "paper_comparison.md", SEEDED)
+    return pc.paper_comparison(
+        csvs(out), runs, PAPER, out / "paper_comparison.csv", out / "paper_comparison.md", SEEDED
+    )
 
 
 def cell(frame, table, row, column):
