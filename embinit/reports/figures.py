@@ -3,6 +3,7 @@ Figure 2: the mechanism metrics per epoch (embinit.training.mechanism), a grid o
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from typing import NamedTuple
@@ -123,7 +124,7 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     )
     labels = runs.drop_duplicates(["block", "initializer"]).set_index(["block", "initializer"]).label
     blocks = runs.drop_duplicates("block")
-    rows = -(-len(FIGURE2_QUANTITIES) // FIGURE2_COLUMNS)
+    rows = math.ceil(len(FIGURE2_QUANTITIES) / FIGURE2_COLUMNS)
     fig = Figure(figsize=(3.2 * FIGURE2_COLUMNS, (2.6 * rows + 0.8) * len(blocks) + 0.3), layout="constrained")
     for panels, block in zip(fig.subfigures(len(blocks), 1, squeeze=False)[:, 0], blocks.itertuples()):
         part = curves[curves.block == block.block]

@@ -52,7 +52,7 @@ XAVIER = Reference("initializer", "Xavier")
 
 def t_interval(mean, std, n, confidence: float = 0.95):
     """The t-interval of a mean of `n` values of sample std `std` (scalars or Series); NaN where std is."""
-    half = stats.t.interval(confidence, n - 1)[1] * std / np.sqrt(n)  # (t σ) / √n in this order: the tables' bits
+    half = stats.t.interval(confidence, n - 1)[1] * std / np.sqrt(n)  # (t σ) / √n, not t (σ / √n): same last digits
     return mean - half, mean + half
 
 
@@ -271,7 +271,7 @@ def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path):
     or Table 11 (the translator's output projection untied, tied or initialized from the decoder's layer): a row
     per variant x initializer, per block its main metric and the paired Δ against the reference of CROSSED."""
     table = CROSSED[name]
-    runs = runs.iloc[np.argsort(pd.factorize(runs.variant)[0], kind="stable")]  # grouped by variant, as printed
+    runs = runs.sort_values("variant", key=lambda v: pd.factorize(v)[0], kind="stable")  # variants as first seen
     summary = summarize(per_seed(runs), table.versus)
     switches = runs.drop_duplicates("variant").set_index("variant")[table.switch]
     summary.insert(4, table.switch, summary.variant.map(switches))
