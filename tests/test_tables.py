@@ -192,6 +192,15 @@ def test_the_interval_is_the_paired_t_interval_and_agrees_with_the_t_test():
     assert (same["ci_low"], same["ci_high"], same["p_paired_t"]) == (1.5, 1.5, 0.0)
 
 
+def test_t_interval_is_scipys_and_blank_without_a_std():
+    means, stds, n = pd.Series([1.0, 2.0, 3.0]), pd.Series([np.nan, 1.0, 2.0]), pd.Series([1, 2, 5])
+    low, high = tables.t_interval(means, stds, n)  # one seed: no std, so no interval
+    assert np.isnan([low[0], high[0]]).all()
+    for k in (1, 2):
+        expected = stats.t.interval(0.95, n[k] - 1, loc=means[k], scale=stds[k] / np.sqrt(n[k]))
+        assert (low[k], high[k]) == pytest.approx(expected)
+
+
 def test_table1_paired_columns(tmp_path):
     summary = table1(grid(tmp_path), tmp_path)
     row = summary[(summary.block == "multi30k_glove6b50d") & (summary.initializer == "Pretrained")].iloc[0]

@@ -24,18 +24,28 @@ import pandas as pd
 from scipy import stats
 
 from embinit.reports.format import markdown_table, write_csv_md
-from embinit.reports.tables import SIZES, paired_difference, per_seed, result_metrics, table3_metrics
+from embinit.reports.tables import SIZES, paired_difference, per_seed, result_metrics, t_interval, table3_metrics
+
+
+class Layout(NamedTuple):
+    """How a table CSV's cells are named: its row keys, its column keys and the statistics it reports."""
+
+    rows: list[str]
+    columns: list[str]
+    statistics: list[str]
+
 
 RESULT_STATS = ["mean", "std", "mean_best_epoch"]
-LAYOUT = {  # table -> (row keys, column keys, statistics) of its CSV: how its cells are named
-    1: (["family", "label"], ["task", "metric"], RESULT_STATS),
-    2: (["family", "label"], ["task"], ["min", "max", "mean", "sigma"]),
-    3: (["label"], ["variant", "metric"], RESULT_STATS),
-    4: (["transformation"], [], ["correct", "applicable", "accuracy"]),
-    5: (["task", "family"], [], [*SIZES, "train_minutes_per_epoch"]),
-    6: (["layer"], [], ["min", "max", "mean", "sigma"]),
-    7: (["label"], ["task", "metric"], RESULT_STATS),
-    8: (["label"], ["task"], ["min", "max", "mean", "sigma"]),
+LAYER_STATS = ["min", "max", "mean", "sigma"]
+LAYOUT = {
+    1: Layout(["family", "label"], ["task", "metric"], RESULT_STATS),
+    2: Layout(["family", "label"], ["task"], LAYER_STATS),
+    3: Layout(["label"], ["variant", "metric"], RESULT_STATS),
+    4: Layout(["transformation"], [], ["correct", "applicable", "accuracy"]),
+    5: Layout(["task", "family"], [], [*SIZES, "train_minutes_per_epoch"]),
+    6: Layout(["layer"], [], LAYER_STATS),
+    7: Layout(["label"], ["task", "metric"], RESULT_STATS),
+    8: Layout(["label"], ["task"], LAYER_STATS),
 }
 COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "ci_low", "ci_high", "vs_paper", "source"]
 FINDINGS = {
@@ -96,18 +106,19 @@ def _joined(frame: pd.DataFrame, keys: list[str], sep: str) -> pd.Series:
 def table_cells(table: int, frame: pd.DataFrame) -> pd.DataFrame:
     """Our table's CSV as cells named as the paper's are, with the seeds behind each and the source used; a
     mean over seeds also carries its 95% t-interval (ci_low, ci_high)."""
-    row_keys, column_keys, statistics = LAYOUT[table]
+    layout = LAYOUT[table]
     frame = frame.assign(
-        row=_joined(frame, row_keys, " / "),
-        prefix=_joined(frame, column_keys, " "),
+        row=_joined(frame, layout.rows, " / "),
+        prefix=_joined(frame, layout.columns, " "),
         source=frame.get("source_display", frame.get("source", "")),
         n_seeds=frame.get("n_seeds", pd.NA),
     )
-    long = frame.melt(["row", "prefix", "source", "n_seeds"], [s for s in statistics if s in frame], "stat", "ours")
+    statistics = [s for s in layout.statistics if s in frame]
+    long = frame.melt(["row", "prefix", "source", "n_seeds"], statistics, "stat", "ours")
     long["column"] = (long.prefix + " " + long.stat).str.strip()
     if "std" in frame:  # a mean over seeds: its cell, and only that one, carries the interval
-        half = stats.t.ppf(0.975, frame.n_seeds.clip(lower=2) - 1) * frame["std"] / np.sqrt(frame.n_seeds)
-        interval = frame.assign(stat="mean", ci_low=frame["mean"] - half, ci_high=frame["mean"] + half)
+        low, high = t_interval(frame["mean"], frame["std"], frame.n_seeds)  # NaN with one seed (no std)
+        interval = frame.assign(stat="mean", ci_low=low, ci_high=high)
         long = long.merge(interval[["row", "prefix", "stat", "ci_low", "ci_high"]], how="left")  # on row, prefix, stat
     return long.assign(table=table).reindex(columns=[c for c in COLUMNS if c not in ("paper", "vs_paper")])
 
@@ -131,8 +142,8 @@ def seeded_cells(runs: pd.DataFrame) -> pd.DataFrame:
     for output, rows in runs.groupby("output", sort=False):
         table = int(output.removeprefix("table"))
         long = per_seed(rows.drop(columns="output"), table3_metrics if table == 3 else result_metrics)
-        row_keys, column_keys, _ = LAYOUT[table]
-        named = {"row": _joined(long, row_keys, " / "), "column": _joined(long, column_keys, " ")}
+        layout = LAYOUT[table]
+        named = {"row": _joined(long, layout.rows, " / "), "column": _joined(long, layout.columns, " ")}
         parts.append(pd.DataFrame({"table": table, **named, "seed": long.seed, "value": long.value}))
     return pd.concat(parts) if parts else pd.DataFrame(columns=["table", "row", "column", "seed", "value"])
 
@@ -177,13 +188,13 @@ def seeds_to_decide(mean: float, sd: float, power: float = 0.8, alpha: float = 0
 def evaluate(check: Check, values: pd.DataFrame, ours: pd.DataFrame, paper: pd.DataFrame, seeded) -> dict:
     """The evidence and verdict of one expanded check: our difference (paired by seed on result tables), its 95%
     t-interval, p, seeds and the seeds an undecided one would need; the paper's difference beside it."""
-    table = next(iter(check.terms))[0]
+    table, _, column = next(iter(check.terms))
     key = ["table", "row", "column"]
     paper_cells = paper.set_index(key).value
     paper_terms = {(t, r, c + (" mean" if t in seeded else "")): k for (t, r, c), k in check.terms.items()}
     paper_diff = sum(k * paper_cells.get(cell, np.nan) for cell, k in paper_terms.items())
     sign = check.sign or np.sign(paper_diff)
-    out = {"finding": check.finding, "claim": check.claim, "table": table, "column": next(iter(check.terms))[2],
+    out = {"finding": check.finding, "claim": check.claim, "table": table, "column": column,
            "paper_diff": paper_diff, "diff": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "n_seeds": 0,
            "seeds_needed": None, "verdict": "not measured here"}  # fmt: skip
     if table in seeded:

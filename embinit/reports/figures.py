@@ -1,10 +1,12 @@
 """Figure 1: validation BLEU per epoch, mean over seeds, a panel per block (SPEC section 4). Beyond the paper,
-Figure 2: the mechanism metrics per epoch (embinit.training.mechanism), a row of panels per block."""
+Figure 2: the mechanism metrics per epoch (embinit.training.mechanism), a grid of panels per block."""
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
+from typing import NamedTuple
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -61,16 +63,24 @@ def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     return curves
 
 
-# Figure 2's panels: quantity -> (axis label, log scale). sigma and input_ratio are of one side (the decoder's for
-# translation, the encoder's for classification); entropy and saturation average every attention module's layers.
+class Panel(NamedTuple):
+    """One of Figure 2's panels: its title and whether its values span decades (a log scale)."""
+
+    title: str
+    log: bool
+
+
+# Figure 2's panels by quantity. sigma and input_ratio are of one side (the decoder's for translation, the
+# encoder's for classification); entropy and saturation average every attention module's layers.
 FIGURE2_QUANTITIES = {
-    "sigma": ("σ of the input embedding", True),
-    "input_ratio": ("‖x √D‖ / ‖P‖ at the input", True),
-    "entropy": ("attention entropy (nats), mean of layers", False),
-    "saturation": ("saturated rows (max weight > 0.99)", False),
-    "grad_norm_embedding": ("‖∇ embedding‖", True),
-    "grad_norm_other": ("‖∇ other parameters‖", True),
+    "sigma": Panel("σ of the input embedding", log=True),
+    "input_ratio": Panel("‖x √D‖ / ‖P‖ at the input", log=True),
+    "entropy": Panel("attention entropy (nats), mean of layers", log=False),
+    "saturation": Panel("saturated rows (max weight > 0.99)", log=False),
+    "grad_norm_embedding": Panel("‖∇ embedding‖", log=True),
+    "grad_norm_other": Panel("‖∇ other parameters‖", log=True),
 }
+FIGURE2_COLUMNS = 3  # panels per row: a block's six panels in 2 x 3, readable at page width
 
 
 def mechanism_quantities(run, side: str) -> pd.DataFrame:
@@ -95,7 +105,8 @@ def mechanism_quantities(run, side: str) -> pd.DataFrame:
 
 def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     """Figure 2 (beyond the paper): the mechanism metrics per epoch, a line per initializer with a band of one
-    sigma over seeds; a panel per quantity (FIGURE2_QUANTITIES), a row per block.
+    sigma over seeds; a panel per quantity (FIGURE2_QUANTITIES), FIGURE2_COLUMNS to a row, the blocks one below
+    the other.
 
     `runs` are the run sheet's rows of Figure 2, as for `figure1`. Also writes the plotted numbers as long-form
     CSV: block, initializer, epoch, quantity, mean, std, n_seeds.
@@ -113,25 +124,27 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     )
     labels = runs.drop_duplicates(["block", "initializer"]).set_index(["block", "initializer"]).label
     blocks = runs.drop_duplicates("block")
-    fig = Figure(figsize=(3.2 * len(FIGURE2_QUANTITIES), 3.0 * len(blocks) + 0.5), layout="constrained")
-    axes = fig.subplots(len(blocks), len(FIGURE2_QUANTITIES), squeeze=False)
-    for row, block in zip(axes, blocks.itertuples()):
+    rows = math.ceil(len(FIGURE2_QUANTITIES) / FIGURE2_COLUMNS)
+    fig = Figure(figsize=(3.2 * FIGURE2_COLUMNS, (2.6 * rows + 0.8) * len(blocks) + 0.3), layout="constrained")
+    for panels, block in zip(fig.subfigures(len(blocks), 1, squeeze=False)[:, 0], blocks.itertuples()):
         part = curves[curves.block == block.block]
-        for ax, (quantity, (label, log)) in zip(row, FIGURE2_QUANTITIES.items()):
+        axes = panels.subplots(rows, FIGURE2_COLUMNS, squeeze=False).ravel()
+        for ax, (quantity, panel) in zip(axes, FIGURE2_QUANTITIES.items()):
             values = part[part.quantity == quantity]
             for init, line in values.groupby("initializer", sort=False, observed=True):
                 if not line["mean"].isna().all():  # the input ratio of an encoding that adds nothing has none
                     _band(ax, line, "mean", "std", labels[(block.block, init)])
-            if log and ax.has_data() and (values["mean"].dropna() > 0).all():
+            if panel.log and ax.has_data() and (values["mean"].dropna() > 0).all():
                 ax.set_yscale("log")
-            ax.set_ylabel(label, fontsize=8)
+            ax.set_title(panel.title, fontsize=9)
             ax.set_xlabel("Epoch", fontsize=8)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.tick_params(labelsize=7)
+            ax.tick_params(which="both", labelsize=7)  # a log axis labels its minor ticks too
         task = TASK_DISPLAY.get(block.task, block.task)
-        row[0].set_title(f"{task} ({block.block}), {sides[block.block]} side", fontsize=9, loc="left")
-        row[0].legend(fontsize=7)
-    fig.suptitle("Mechanism metrics per epoch (mean ± σ over seeds)", fontsize=10)
+        panels.suptitle(f"{task} ({block.block}), {sides[block.block]} side", fontsize=10)
+        handles, names = axes[0].get_legend_handles_labels()
+        panels.legend(handles, names, loc="outside lower center", ncols=len(names), fontsize=8)
+    fig.suptitle("Mechanism metrics per epoch (mean ± σ over seeds)", fontsize=11)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     with atomic_path(csv_path) as tmp:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -34,6 +36,26 @@ def field(path, run: dict, key: str):
         raise KeyError(f"{path}: final.json has no key {key!r}") from None
 
 
+class Reference(NamedTuple):
+    """The runs a cell is compared with: those whose `column` (initializer or variant) is `value`."""
+
+    column: str
+    value: str
+
+    @property
+    def diff_column(self) -> str:
+        return f"diff_vs_{self.value.lower()}"
+
+
+XAVIER = Reference("initializer", "Xavier")
+
+
+def t_interval(mean, std, n, confidence: float = 0.95):
+    """The t-interval of a mean of `n` values of sample std `std` (scalars or Series); NaN where std is."""
+    half = stats.t.interval(confidence, n - 1)[1] * std / np.sqrt(n)  # (t σ) / √n, not t (σ / √n): same last digits
+    return mean - half, mean + half
+
+
 def paired_difference(d) -> dict:
     """The mean of per-seed differences `d` with its paired t-test p-value and 95% t-interval (degenerate when
     every seed differs by the same amount; undefined below 2 pairs). The same interval judges the findings
@@ -45,8 +67,7 @@ def paired_difference(d) -> dict:
         with warnings.catch_warnings():  # constant differences make scipy warn; its p-value (0 or NaN) stands
             warnings.simplefilter("ignore", RuntimeWarning)
             out["p_paired_t"] = float(stats.ttest_1samp(d, 0).pvalue)
-        half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-        out["ci_low"], out["ci_high"] = d.mean() - half, d.mean() + half
+        out["ci_low"], out["ci_high"] = t_interval(d.mean(), d.std(ddof=1), len(d))
     return out
 
 
@@ -99,23 +120,22 @@ def per_seed(runs: pd.DataFrame, metrics=result_metrics) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*runs.columns, "metric", "value", "best_epoch"])
 
 
-def summarize(long: pd.DataFrame, versus=("initializer", "Xavier")):
+def summarize(long: pd.DataFrame, versus: Reference = XAVIER):
     """Per block, variant, initializer and metric: mean, std, n_seeds, mean best epoch, and the paired comparison
-    to the reference `versus` = (column, value) of the same block and metric: by default Xavier of the same
-    variant (columns `diff_vs_xavier`, ...); ("variant", "base") compares each variant with the base model of
-    the same initializer (`diff_vs_base`)."""
+    to the reference `versus` of the same block and metric: by default Xavier of the same variant (columns
+    `diff_vs_xavier`, ...); Reference("variant", "base") compares each variant with the base model of the same
+    initializer (`diff_vs_base`)."""
     if long.empty:
         raise ValueError("no runs match this table (check the inputs' blocks, initializers and variants)")
-    column, reference = versus
-    other = "variant" if column == "initializer" else "initializer"
+    other = "variant" if versus.column == "initializer" else "initializer"
     rows = []
     for _, group in long.groupby(["block", "variant", "initializer", "metric"], sort=False):
         first, values = group.iloc[0], group.set_index("seed")["value"]
         same = (long.block == first.block) & (long.metric == first.metric) & (long[other] == first[other])
-        base = long[same & (long[column] == reference)].set_index("seed")["value"]
-        comparison = compare_to_xavier(values, base if first[column] != reference else base.iloc[:0])
-        if versus != ("initializer", "Xavier"):
-            comparison[f"diff_vs_{reference.lower()}"] = comparison.pop("diff_vs_xavier")
+        base = long[same & (long[versus.column] == versus.value)].set_index("seed")["value"]
+        comparison = compare_to_xavier(values, base if first[versus.column] != versus.value else base.iloc[:0])
+        if versus != XAVIER:
+            comparison[versus.diff_column] = comparison.pop("diff_vs_xavier")
         stats = {"metric": first.metric, "mean": values.mean(), "std": values.std(ddof=1), "n_seeds": len(values)}
         rows.append(
             {**first[SUMMARY_KEYS].to_dict(), **stats, "mean_best_epoch": group.best_epoch.mean(), **comparison}
@@ -214,22 +234,34 @@ def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
     return _write_with_sources(summary, csv_path, md_path, f"Table 3 ({', '.join(pd.unique(runs.block))})", body)
 
 
-CROSSED = {  # Tables 9 and 11: the switch whose values are the row groups, the reference, the Δ's meaning
-    "table9": (
-        "Table 9 (beyond the paper): position encodings",
-        "pos_encoding",
-        "Position encoding",
-        ("initializer", "Xavier"),
-        "Δ against Xavier with the same position encoding. sinusoidal and learned add P to the scaled embedding; "
+@dataclass(frozen=True)
+class Crossed:
+    """A table of initializers crossed with one variant switch: its title, the switch whose values group the rows
+    (and the header naming it), the reference each Δ is against and a note on the Δ's meaning."""
+
+    title: str
+    switch: str
+    setting: str
+    versus: Reference
+    why: str
+
+
+CROSSED = {
+    "table9": Crossed(
+        title="Table 9 (beyond the paper): position encodings",
+        switch="pos_encoding",
+        setting="Position encoding",
+        versus=XAVIER,
+        why="Δ against Xavier with the same position encoding. sinusoidal and learned add P to the scaled embedding; "
         "rotary (queries and keys rotated) and relative (a learned bias on the attention scores) leave it alone; "
         "none has no position information.",
     ),
-    "table11": (
-        "Table 11 (beyond the paper): output-embedding coupling",
-        "output_embedding",
-        "Output embedding",
-        ("variant", "base"),
-        "Δ against the untied model (variant base) of the same initializer and seed.",
+    "table11": Crossed(
+        title="Table 11 (beyond the paper): output-embedding coupling",
+        switch="output_embedding",
+        setting="Output embedding",
+        versus=Reference("variant", "base"),
+        why="Δ against the untied model (variant base) of the same initializer and seed.",
     ),
 }
 
@@ -238,15 +270,16 @@ def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path):
     """Table 9 (does a pre-trained layer still lose once the position encoding no longer adds to the embedding?)
     or Table 11 (the translator's output projection untied, tied or initialized from the decoder's layer): a row
     per variant x initializer, per block its main metric and the paired Δ against the reference of CROSSED."""
-    title, switch, setting, versus, why = CROSSED[name]
-    runs = runs.iloc[np.argsort(pd.factorize(runs.variant)[0], kind="stable")]  # grouped by variant, as printed
-    summary = summarize(per_seed(runs), versus)
-    summary.insert(4, switch, summary.variant.map(runs.drop_duplicates("variant").set_index("variant")[switch]))
+    table = CROSSED[name]
+    runs = runs.sort_values("variant", key=lambda v: pd.factorize(v)[0], kind="stable")  # variants as first seen
+    summary = summarize(per_seed(runs), table.versus)
+    switches = runs.drop_duplicates("variant").set_index("variant")[table.switch]
+    summary.insert(4, table.switch, summary.variant.map(switches))
     translators = summary.block[summary.metric == "bleu"]
     main = summary[summary.metric == np.where(summary.block.isin(translators), "bleu", "accuracy_pct")]  # per block
     cells = main.assign(
         value=[format_mean_std(c.mean, c.std) for c in main.itertuples()],
-        delta=[paired_cell(c, getattr(c, f"diff_vs_{versus[1].lower()}")) for c in main.itertuples()],
+        delta=[paired_cell(c, getattr(c, table.versus.diff_column)) for c in main.itertuples()],
     )
     blocks, shown = pd.unique(runs.block), runs.drop_duplicates(["variant", "initializer"])
     grid = cells.pivot_table(
@@ -255,16 +288,16 @@ def crossed_table(runs: pd.DataFrame, name: str, csv_path, md_path):
     grid = grid.reindex(
         index=pd.MultiIndex.from_frame(shown[["variant", "initializer"]]),
         columns=[(cell, b) for b in blocks for cell in ("value", "delta")],
-    ).set_axis(pd.MultiIndex.from_frame(shown[[switch, "label"]]))
+    ).set_axis(pd.MultiIndex.from_frame(shown[[table.switch, "label"]]))
     names = main.drop_duplicates("block").set_index("block")
     metrics = [f"{TASK_DISPLAY.get(names.task[b], b)} {METRIC_DISPLAY[names.metric[b]]}" for b in blocks]
-    header = [setting, "Embedding", *(f"{metric} {cell}" for metric in metrics for cell in ("(σ)", "Δ"))]
+    header = [table.setting, "Embedding", *(f"{metric} {cell}" for metric in metrics for cell in ("(σ)", "Δ"))]
     rows = grid.fillna("-").reset_index().to_numpy().tolist()
     body = (
-        f"{why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired difference (by seed) "
+        f"{table.why}\n\nAccuracy in %, BLEU as is (paper BLEU): mean (σ) over seeds. Δ: the paired difference (by seed) "
         "with its 95% t-interval and paired t-test p.\n\n" + markdown_table(header, rows)
     )
-    return _write_with_sources(summary, csv_path, md_path, title, body)
+    return _write_with_sources(summary, csv_path, md_path, table.title, body)
 
 
 def _single(block: str, name: str, values: pd.Series):
