@@ -230,7 +230,7 @@ def test_parameter_types_and_bounds_are_checked_by_a_schema_of_the_signature():
     from typing import Annotated, Literal
 
     from embinit.config import _violations, params_schema
-    from embinit.layers.initializers import AtLeast
+    from embinit.registry import AtLeast
 
     def fn(pretrained, shape, rng, k: Annotated[int, AtLeast(1)] = 1, x: float = 0.5, on: bool = True, s: str = "",
            mode: Literal["a", "b"] = "a"):  # fmt: skip

@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 from embinit.layers.position_table import sinusoidal_table
+from embinit.registry import Registry
 
 
 class PositionEncoding(nn.Module):
@@ -39,15 +40,8 @@ class PositionEncoding(nn.Module):
         return None
 
 
-POSITION_ENCODINGS: dict[str, type[PositionEncoding]] = {}
-
-
-def register(name: str):
-    def add(cls: type[PositionEncoding]) -> type[PositionEncoding]:
-        POSITION_ENCODINGS[name] = cls
-        return cls
-
-    return add
+POSITION_ENCODINGS: Registry = Registry("position encoding")
+register = POSITION_ENCODINGS.register
 
 
 @register("sinusoidal")
