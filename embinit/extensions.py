@@ -10,8 +10,8 @@ An extension file is imported as a module and may register, as the built-ins do:
 `embinit.config.check` loads them first, so their names pass the config checks, and every job that uses a registry
 loads them again (Snakemake jobs are separate processes; the rules pass the paths as an `ExtensionFiles`). Paths are
 relative to the working directory (Snakemake's `--directory`) or absolute. A job's rerun trigger holds
-`embinit.fingerprints.code_fingerprint` of exactly the entry it uses, resolved by registry name: loading another file, or editing a
-function no entry in use calls, reruns nothing.
+`embinit.fingerprints.code_fingerprint` of exactly the entry it uses, resolved by registry name: loading another
+file, or editing a function no entry in use calls, reruns nothing.
 """
 
 from __future__ import annotations
