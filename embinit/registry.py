@@ -1,12 +1,10 @@
 """Named entries of one kind (initializers, position encodings, missing-row fills) that the built-ins and the
-user's extension files (embinit.extensions) add to, with each entry's public metadata."""
+user's extension files (embinit.extensions) add to, each through its module's own `register` decorator."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, TypeVar
-
-Entry = TypeVar("Entry")  # a function (initializer, missing-row fill) or a class (position encoding)
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -17,50 +15,35 @@ class AtLeast:
 
 
 class Snapshot(NamedTuple):
-    """A registry's entries and metadata at one moment, for `Registry.restore`."""
+    """A registry's entries and flags at one moment, for `Registry.restore`."""
 
     entries: dict
-    metadata: dict
+    flags: dict
 
 
 class Registry(dict):
-    """name -> entry, filled by the `register` decorator; `defaults` are the metadata keys an entry may set."""
+    """name -> entry; `flags` are named sets of entry names (e.g. the initializers that ignore the pre-trained
+    matrix), kept with the entries so that a snapshot restores both."""
 
-    def __init__(self, kind: str, **defaults: Any):
+    def __init__(self, kind: str, *flags: str):
         super().__init__()
         self.kind = kind  # how errors name an entry, e.g. "initializer"
-        self.defaults = defaults
-        self._metadata: dict[str, dict[str, Any]] = {}
+        self.flags: dict[str, set[str]] = {flag: set() for flag in flags}
 
-    def register(self, name: str, **metadata: Any) -> Callable[[Entry], Entry]:
-        """Decorator adding the function or class as `name`, with `metadata` over the registry's defaults."""
-        unknown = metadata.keys() - self.defaults.keys()
-        if unknown:
-            raise TypeError(f"{self.kind} {name!r}: unknown metadata {', '.join(sorted(unknown))}")
-
-        def add(entry: Entry) -> Entry:
-            self[name] = entry
-            self._metadata[name] = {**self.defaults, **metadata}
-            return entry
-
-        return add
-
-    def lookup(self, name: str) -> Entry:
+    def lookup(self, name: str) -> Any:
         """The entry `name`, or a ValueError naming the kind and the allowed names."""
         if name not in self:
             raise ValueError(f"unknown {self.kind} {name!r}; allowed: {', '.join(self)}")
         return self[name]
 
-    def metadata(self, name: str) -> dict[str, Any]:
-        """The metadata `name` was registered with, over the defaults."""
-        self.lookup(name)
-        return {**self.defaults, **self._metadata.get(name, {})}
-
     def snapshot(self) -> Snapshot:
-        return Snapshot(dict(self), dict(self._metadata))
+        return Snapshot(dict(self), {flag: set(names) for flag, names in self.flags.items()})
 
     def restore(self, snapshot: Snapshot) -> None:
-        """Back to `snapshot`: entries added since are dropped, replaced ones put back."""
+        """Back to `snapshot`: entries added since are dropped, replaced ones put back; the flag sets are updated
+        in place, as modules hold them."""
         self.clear()
         self.update(snapshot.entries)
-        self._metadata = dict(snapshot.metadata)
+        for flag, names in self.flags.items():
+            names.clear()
+            names.update(snapshot.flags[flag])

@@ -25,17 +25,31 @@ from embinit.io import atomic_path
 from embinit.registry import Registry
 
 Initializer = Callable[..., np.ndarray]
-# `@register(name, reads_pretrained=False)` for an initializer that needs only the layer's shape (Xavier,
-# examples/scaled_xavier.py): its runs then need neither the source's download nor its extraction, and it gets
-# `pretrained=None`. One that reads the matrix gives Xavier on a side without a source.
-INITIALIZERS: Registry = Registry("initializer", reads_pretrained=True)
-register = INITIALIZERS.register
+INITIALIZERS: Registry = Registry("initializer", "ignores_pretrained")
+_IGNORE_PRETRAINED: set[str] = INITIALIZERS.flags["ignores_pretrained"]
+# `register`, `reads_pretrained`, `_lookup` and `initialize` keep their text verbatim: it enters every initializer's
+# fingerprint (embinit.fingerprints), so an edit reruns every layer and run.
+
+
+def register(name: str, reads_pretrained: bool = True) -> Callable[[Initializer], Initializer]:
+    """Add `fn` to the registry; `reads_pretrained=False` for one that needs only the layer's shape (Xavier,
+    examples/scaled_xavier.py): its runs then need neither the source's download nor its extraction, and `fn`
+    gets `pretrained=None`. An initializer that reads the matrix gives Xavier on a side without a source."""
+
+    def add(fn: Initializer) -> Initializer:
+        INITIALIZERS[name] = fn
+        if not reads_pretrained:
+            _IGNORE_PRETRAINED.add(name)
+        return fn
+
+    return add
 
 
 def reads_pretrained(name: str) -> bool:
     """Whether the initializer's layer depends on the pre-trained matrix. Xavier's does not, so a block's
     Xavier runs need neither the source's download nor its extraction (only the vocabulary size and D)."""
-    return INITIALIZERS.metadata(name)["reads_pretrained"]
+    _lookup(name)
+    return name not in _IGNORE_PRETRAINED
 
 
 def xavier_bound(n: int, d: int) -> float:
@@ -93,6 +107,12 @@ def pretrained_shuffled(pretrained, shape, rng, mode: Literal["rows_columns", "e
     raise ValueError(f"Pretrained_Shuffled: unknown mode {mode!r}; allowed: rows_columns, elements")
 
 
+def _lookup(name: str) -> Initializer:
+    if name not in INITIALIZERS:
+        raise ValueError(f"unknown initializer {name!r}; allowed: {', '.join(INITIALIZERS)}")
+    return INITIALIZERS[name]
+
+
 def initialize(
     name: str,
     pretrained: np.ndarray | None,
@@ -107,11 +127,11 @@ def initialize(
     `side` ("encoder" / "decoder") is mixed into the seed so two layers drawn with the same run seed are
     independent rather than the same random numbers reshaped.
     """
-    fn = INITIALIZERS.lookup(name)
+    fn = _lookup(name)
     shape = (int(shape[0]), int(shape[1]))
     rng = np.random.default_rng([int(seed), zlib.crc32(side.encode())])
     if pretrained is None:
-        return xavier(None, shape, rng) if reads_pretrained(name) else fn(None, shape, rng, **(params or {}))
+        return fn(None, shape, rng, **(params or {})) if name in _IGNORE_PRETRAINED else xavier(None, shape, rng)
     if tuple(pretrained.shape) != shape:
         raise ValueError(f"{name}: pre-trained matrix is {tuple(pretrained.shape)}, expected {shape}")
     return fn(pretrained, shape, rng, **(params or {}))
@@ -121,9 +141,7 @@ def fingerprint(name: str, params: dict | None = None) -> str:
     """Short hash of an initializer's name, params and code: the code `initialize` runs for it (its function and
     what that calls, embinit.fingerprints.code_fingerprint). A Snakemake `params:` value, so editing one initializer
     reruns only its jobs, whether it is built in or in an extension file."""
-    blob = json.dumps(
-        {"name": name, "params": params or {}, "code": code_fingerprint(INITIALIZERS.lookup(name), initialize)}
-    )
+    blob = json.dumps({"name": name, "params": params or {}, "code": code_fingerprint(_lookup(name), initialize)})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
