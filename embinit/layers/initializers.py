@@ -6,7 +6,7 @@ Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of
 (embinit.extensions). A side without a pre-trained source gets Xavier whatever the initializer.
 The config may set the parameters after `rng`; embinit.config.check enforces, before any job, that each is one the
 function takes, of its annotated type (`int`, `float`, `str`, `bool`), one of the values a `Literal[...]` lists, and
-no less than an `Annotated[..., AtLeast(x)]` bound.
+no less than an `Annotated[..., AtLeast(x)]` bound (embinit.registry.AtLeast).
 """
 
 from __future__ import annotations
@@ -15,25 +15,20 @@ import hashlib
 import json
 import math
 import zlib
-from dataclasses import dataclass
 from typing import Callable, Literal
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from embinit.extensions import code_fingerprint
+from embinit.fingerprints import code_fingerprint
 from embinit.io import atomic_path
+from embinit.registry import Registry
 
 Initializer = Callable[..., np.ndarray]
-INITIALIZERS: dict[str, Initializer] = {}
-_IGNORE_PRETRAINED: set[str] = set()
-
-
-@dataclass(frozen=True)
-class AtLeast:
-    """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.config.check)."""
-
-    value: float
+INITIALIZERS: Registry = Registry("initializer", "ignores_pretrained")
+_IGNORE_PRETRAINED: set[str] = INITIALIZERS.flags["ignores_pretrained"]
+# `register`, `reads_pretrained`, `_lookup` and `initialize` keep their text verbatim: it enters every initializer's
+# fingerprint (embinit.fingerprints), so an edit reruns every layer and run.
 
 
 def register(name: str, reads_pretrained: bool = True) -> Callable[[Initializer], Initializer]:
@@ -144,7 +139,7 @@ def initialize(
 
 def fingerprint(name: str, params: dict | None = None) -> str:
     """Short hash of an initializer's name, params and code: the code `initialize` runs for it (its function and
-    what that calls, embinit.extensions.code_fingerprint). A Snakemake `params:` value, so editing one initializer
+    what that calls, embinit.fingerprints.code_fingerprint). A Snakemake `params:` value, so editing one initializer
     reruns only its jobs, whether it is built in or in an extension file."""
     blob = json.dumps({"name": name, "params": params or {}, "code": code_fingerprint(_lookup(name), initialize)})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -54,14 +54,13 @@ class TokenInput(nn.Module):
 
     def __init__(self, embedding: np.ndarray, config: ModelConfig, side: str = "encoder"):
         super().__init__()
-        if config.pos_encoding not in POSITION_ENCODINGS:
-            raise ValueError(f"pos_encoding must be one of {sorted(POSITION_ENCODINGS)}, not {config.pos_encoding!r}")
+        position_encoding = POSITION_ENCODINGS.lookup(config.pos_encoding)
         dim = embedding.shape[1]
         self.scale = math.sqrt(dim)
         self.embedding = nn.Embedding.from_pretrained(
             torch.tensor(embedding, dtype=torch.float32), freeze=not config.trains_embedding(side)
         )
-        self.position = POSITION_ENCODINGS[config.pos_encoding](dim, config, side == "decoder")
+        self.position = position_encoding(dim, config, side == "decoder")
         self.dropout = Dropout(config.dropout)
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+import embinit.models
+import embinit.training
 from embinit.io import atomic_path, sha256_of, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -70,9 +72,6 @@ def input_files(spec: dict) -> dict[str, str]:
 def training_modules() -> list:
     """The code a run's result depends on: every module of embinit.training and embinit.models, and every
     embinit module those import (position tables, vocabulary specials, ...), followed through their imports."""
-    import embinit.models
-    import embinit.training
-
     packages = (embinit.training, embinit.models)
     names = [p.__name__ for p in packages]
     names += [f"{p.__name__}.{m.name}" for p in packages for m in pkgutil.iter_modules(p.__path__)]

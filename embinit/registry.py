@@ -1,0 +1,49 @@
+"""Named entries of one kind (initializers, position encodings, missing-row fills) that the built-ins and the
+user's extension files (embinit.extensions) add to, each through its module's own `register` decorator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.config.check)."""
+
+    value: float
+
+
+class Snapshot(NamedTuple):
+    """A registry's entries and flags at one moment, for `Registry.restore`."""
+
+    entries: dict
+    flags: dict
+
+
+class Registry(dict):
+    """name -> entry; `flags` are named sets of entry names (e.g. the initializers that ignore the pre-trained
+    matrix), kept with the entries so that a snapshot restores both."""
+
+    def __init__(self, kind: str, *flags: str):
+        super().__init__()
+        self.kind = kind  # how errors name an entry, e.g. "initializer"
+        self.flags: dict[str, set[str]] = {flag: set() for flag in flags}
+
+    def lookup(self, name: str) -> Any:
+        """The entry `name`, or a ValueError naming the kind and the allowed names."""
+        if name not in self:
+            raise ValueError(f"unknown {self.kind} {name!r}; allowed: {', '.join(self)}")
+        return self[name]
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(dict(self), {flag: set(names) for flag, names in self.flags.items()})
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Back to `snapshot`: entries added since are dropped, replaced ones put back; the flag sets are updated
+        in place, as modules hold them."""
+        self.clear()
+        self.update(snapshot.entries)
+        for flag, names in self.flags.items():
+            names.clear()
+            names.update(snapshot.flags[flag])
