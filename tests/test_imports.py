@@ -26,6 +26,7 @@ STAGES = {
     "embinit.trials": 6,
     "embinit.runsheet": 6,
     "embinit.outputs": 6,
+    "embinit.specs": 6,
 }
 
 
