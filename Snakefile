@@ -5,7 +5,7 @@ import os
 from snakemake.utils import min_version
 
 from embinit.checks import check
-from embinit.cluster import check as check_cluster
+from embinit.cluster import check_packed_training
 from embinit.config import load, validate
 from embinit.trials import try_entries
 
@@ -48,28 +48,14 @@ rule all:
 rule vocabularies:
     """Tokenized splits and vocabularies of the run_blocks."""
     input:
-        vocabulary_targets(config["run_blocks"]),
-
-
-def check_cluster_settings():
-    """profiles/slurm: settings sbatch would refuse or leave PENDING forever fail before any submission."""
-    if not workflow.non_local_exec:
-        return
-    k = workflow.group_settings.group_components.get("train", 1)
-    train = rules.train.rule.resources
-    jobs = {
-        f"train x{k} (group-components train={k})": {
-            "cpus": k * train["_cores"].value,
-            "mem_mb": k * train["mem_mb"].value,
-            **job_resources(config["cluster"], gpu=True),
-        },
-        "of every other job": CPU_JOB,
-    }
-    check_cluster(config["cluster"], jobs)
+        sorted({block_path(VOCAB, b, side=s) for b in config["run_blocks"] for s in sides_of(config, b)}),
 
 
 onstart:
-    check_cluster_settings()
+    if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
+        train = rules.train.rule.resources
+        k = workflow.group_settings.group_components.get("train", 1)
+        check_packed_training(config["cluster"], k, train["_cores"].value, train["mem_mb"].value)
     if workflow.is_main_process and workflow.execution_settings.lock:
         RESULTS_LOCK.acquire()
 

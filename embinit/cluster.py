@@ -78,6 +78,16 @@ def _gres_fits(request: str, offered: set[str]) -> bool:
     return False
 
 
+def check_packed_training(cluster: dict, k: int, cores: int, mem_mb: int) -> None:
+    """profiles/slurm: k training runs packed in one job (--group-components train=k) and every other job, checked
+    against the cluster before any submission."""
+    train = {"cpus": k * cores, "mem_mb": k * mem_mb, **job_resources(cluster, gpu=True)}
+    check(
+        cluster,
+        {f"train x{k} (group-components train={k})": train, "of every other job": job_resources(cluster, gpu=False)},
+    )
+
+
 def check(cluster: dict, requests: dict[str, dict]) -> None:
     """Fail before any submission when the settings cannot be scheduled here (does nothing where sinfo is absent)."""
     if shutil.which("sinfo") is None:

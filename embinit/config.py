@@ -55,6 +55,11 @@ def task_sides(config: dict, task: str) -> list[str]:
     return ["encoder", "decoder"] if config["tasks"][task]["kind"] == "translation" else ["encoder"]
 
 
+def evaluated_splits(config: dict, task: str) -> list[str]:
+    """The splits a translation task scores BLEU on (its references); none for classification."""
+    return ["valid", "test"] if config["tasks"][task]["kind"] == "translation" else []
+
+
 def sides_of(config: dict, block: str) -> list[str]:
     return task_sides(config, config["blocks"][block]["task"])
 

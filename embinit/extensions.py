@@ -7,7 +7,7 @@ An extension file is imported as a module and may register, as the built-ins do:
   `embeddings.missing_params`);
 - a position encoding: `@embinit.models.position.register("name")` (config `variants.*.pos_encoding`).
 
-`embinit.config.check` loads them first, so their names pass the config checks, and every job that uses a registry
+`embinit.checks.check` loads them first, so their names pass the config checks, and every job that uses a registry
 loads them again (Snakemake jobs are separate processes; the rules pass the paths as an `ExtensionFiles`). Paths are
 relative to the working directory (Snakemake's `--directory`) or absolute. A job's rerun trigger holds
 `embinit.fingerprints.code_fingerprint` of exactly the entry it uses, resolved by registry name: loading another

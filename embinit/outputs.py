@@ -60,6 +60,10 @@ class Output:
             "sources": {src: config["sources"][src] for src in sources},
         }
 
+    def sheet_outputs(self, config: dict) -> list[str]:
+        """The outputs whose run-sheet rows it reads: its own, or for the paper comparison the seeded tables built."""
+        return [n for n in config["outputs"] if OUTPUTS[n].seeded] if self.reads_tables else [self.name]
+
     def raw_files(self, config: dict) -> dict[str, str]:
         """The raw files (remotes' relpaths) its config sections name, by key: Table 4's word-analogy questions."""
         return {key: config[s][key] for s in self.sections for key in RAW_KEYS if key in config[s]}

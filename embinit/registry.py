@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 @dataclass(frozen=True)
 class AtLeast:
-    """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.config.check)."""
+    """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.checks.check)."""
 
     value: float
 

@@ -109,7 +109,7 @@ def try_position_encoding(name: str, model: dict) -> None:
 
 
 def try_entries(config: dict) -> None:
-    """Every entry a checked config (embinit.config.check) names: its initializers, its variants' position
+    """Every entry a checked config (embinit.checks.check) names: its initializers, its variants' position
     encodings and its missing-row policy; ConfigError naming the first that fails."""
     missing = config["embeddings"]["missing"]
     try:

@@ -1,16 +1,17 @@
-# What the rule files share: every artifact's path template (once), the run and layer sheets, and the path helpers.
-# A rule file's own input functions sit above its rules. Names follow docs/design.md.
+# Shared names: every artifact's path template (once), the run and layer sheets over the config, and the input
+# functions the rule files call (Snakemake's lint keeps functions apart from rules). Names follow docs/design.md.
 import os
 import re
 
 from embinit.cluster import job_resources
-from embinit.config import sides_of, task_sides, tokenizer_of
+from embinit.config import evaluated_splits, sides_of, task_sides, tokenizer_of
 from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
-from embinit.layers.initializers import INITIALIZERS
+from embinit.layers.initializers import INITIALIZERS, reads_pretrained
 from embinit.outputs import OUTPUTS
-from embinit.records import ResultsLock
-from embinit.runsheet import layer_sheet, run_sheet
+from embinit.records import ResultsLock, plan, sidecar_of
+from embinit.runsheet import layer_sheet, plotted, run_sheet
+from embinit.specs import layer_spec, train_spec
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
 # profiles/slurm: the site's account and partition (config `cluster`) for every job that does not train
@@ -53,6 +54,7 @@ REPORTS_LOG = f"{RES}/logs/{{name}}.log"
 # The run sheet (embinit.runsheet): one row per (output, run) it shows; the layer sheet: one per (output, layer file)
 RUNS = run_sheet(config, {"final": FINAL, "metrics": METRICS, "trained": TRAINED, "run": RUN})
 LAYERS = layer_sheet(config, RUNS, {"layer": EMBEDDING, "pretrained": PRETRAINED, "tokens": PRETRAINED_TOKENS})
+PLOTTED = plotted(RUNS)  # the runs a figure draws validation BLEU of
 
 
 def fill(template, **wildcards):
@@ -88,19 +90,79 @@ def task_splits(task):
     return splits_of(config["tasks"][task]["format"])
 
 
-def evaluated_splits(task):
-    """The splits a translation task scores BLEU on (its references); none for classification."""
-    return ["valid", "test"] if config["tasks"][task]["kind"] == "translation" else []
-
-
 def block_path(template, block, **wildcards):
     """A data-stage path of a block: its task and tokenizer filled in."""
     return fill(template, task=task_of(block), tokenizer=tokenizer_of(config, block), **wildcards)
 
 
-def vocabulary_targets(blocks):
-    return sorted({block_path(VOCAB, b, side=side) for b in blocks for side in sides_of(config, b)})
-
-
 def plan_path(wc, job):
     return fill(PLAN, block=wc.block, init=wc.init, seed=wc.seed, job=job)
+
+
+def tokenizer_input(wc):
+    """The raw tokenizer file a sub-word vocabulary reads (none for spaCy)."""
+    return [] if wc.tokenizer == "spacy" else raw(config["sources"][wc.tokenizer]["files"]["tokenizer"])
+
+
+def source_files(wc):
+    """The raw files of the block side's pre-trained source, by role (vectors, index, weights, tokenizer)."""
+    return {role: raw(p) for role, p in config["sources"][source_of(wc.block, wc.side)]["files"].items()}
+
+
+def layer_params(wc):
+    return layer_spec(config, wc.block, wc.init, int(wc.seed), wc.side)
+
+
+def layer_inputs(wc):
+    layer = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=wc.side)
+    pretrained = source_of(wc.block, wc.side) and reads_pretrained(wc.init)  # Xavier reads only N and D
+    return {
+        "vocab": block_path(VOCAB, wc.block, side=wc.side),
+        "pretrained": fill(PRETRAINED, block=wc.block, side=wc.side) if pretrained else [],
+        "plan": plan(plan_path(wc, f"layer_{wc.side}"), sidecar_of(layer), layer_params(wc)),
+    }
+
+
+def train_params(wc):
+    drawn = (wc.block, wc.init, wc.variant) in PLOTTED
+    return train_spec(config, wc.block, wc.init, int(wc.seed), wc.variant, drawn)
+
+
+def train_inputs(wc):
+    task = task_of(wc.block)
+    inputs = {split: block_path(TOKENIZED, wc.block, split=split) for split in task_splits(task)}
+    record = fill(FINAL, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
+    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_params(wc))
+    for side in sides_of(config, wc.block):
+        inputs[f"emb_{side}"] = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=side)
+    for split in evaluated_splits(config, task):  # BLEU's
+        inputs["detokenizer"] = block_path(DETOKENIZER, wc.block)
+        inputs[f"references_{split}"] = block_path(REFERENCES, wc.block, split=split)
+    return inputs
+
+
+def output_files(out):
+    """A figure's PNG and its data, a table's CSV (and Markdown); the first is in the HTML report."""
+    shown = report(fill(FIGURE if out.figure else TABLE, name=out.name), f"../report/{out.name}.rst", out.category)
+    if out.figure:
+        return {"png": shown, "csv": fill(TABLE, name=out.name)}
+    return {"csv": shown, **({"md": fill(TABLE_MD, name=out.name)} if out.markdown else {})}
+
+
+def output_inputs(out):
+    """An output's input files: its runs' (the sheet's columns `out.files`), its layer files, and the raw files its
+    config sections name; the paper comparison reads the tables built and the seeded ones' runs."""
+    query = f"output in {out.sheet_outputs(config)}"
+    inputs = {column: lookup(query=query, within=RUNS, cols=column) for column in out.files}
+    inputs["layers"] = lookup(query=f"output == {out.name!r}", within=LAYERS, cols="path")
+    inputs.update({role: raw(relpath) for role, relpath in out.raw_files(config).items()})
+    if out.reads_tables:
+        inputs["paper_tables"] = os.path.join(workflow.basedir, config["paper_comparison"]["paper_tables"])
+        inputs["tables"] = [getattr(rules, n).output.csv for n in config["outputs"] if OUTPUTS[n].compared]
+    return inputs
+
+
+def sheet_rows(out):
+    """The run-sheet rows `out`'s builder reads (params.rows); the paper comparison's keep their `output`."""
+    rows = RUNS[RUNS.output.isin(out.sheet_outputs(config))]
+    return (rows if out.reads_tables else rows.drop(columns="output")).to_dict("records")

@@ -1,7 +1,7 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
 from embinit.data.fetch import FetchSettings, check_cached
-from embinit.config import raw_files
+from embinit.config import evaluated_splits, raw_files
 from embinit.data.vocab import SPLIT_LAYOUT
 
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
@@ -9,11 +9,6 @@ if workflow.is_main_process:
     _settings = FetchSettings.from_config(config)
     for _relpath, _remote in config["remotes"].items():
         check_cached(_relpath, _remote, raw(_relpath), _settings)
-
-
-def tokenizer_input(wc):
-    """The raw tokenizer file a sub-word vocabulary reads (none for spaCy)."""
-    return [] if wc.tokenizer == "spacy" else raw(config["sources"][wc.tokenizer]["files"]["tokenizer"])
 
 
 rule fetch:
@@ -104,8 +99,8 @@ for _task, _tcfg in config["tasks"].items():
         output:
             **{f"vocab_{side}": fill(VOCAB, task=_task, side=side) for side in task_sides(config, _task)},
             **{f"ids_{s}": fill(TOKENIZED, task=_task, split=s) for s in task_splits(_task)},
-            **({"detokenizer": fill(DETOKENIZER, task=_task)} if evaluated_splits(_task) else {}),
-            **{f"references_{s}": fill(REFERENCES, task=_task, split=s) for s in evaluated_splits(_task)},
+            **({"detokenizer": fill(DETOKENIZER, task=_task)} if evaluated_splits(config, _task) else {}),
+            **{f"references_{s}": fill(REFERENCES, task=_task, split=s) for s in evaluated_splits(config, _task)},
         log:
             fill(DATA_LOG, stage="vocab", name=f"{_task}/{{tokenizer}}"),
         wildcard_constraints:
@@ -121,7 +116,7 @@ for _task, _tcfg in config["tasks"].items():
             min_freq=_tcfg["min_freq"],
             splits=task_splits(_task),
             sides=task_sides(config, _task),
-            evaluated=evaluated_splits(_task),
+            evaluated=evaluated_splits(config, _task),
             layout=SPLIT_LAYOUT,  # a new column layout of the tokenized splits rebuilds them
         script:
             "../workflow_scripts/build_vocab.py"

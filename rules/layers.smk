@@ -1,27 +1,6 @@
 # Stage 2, embedding layers (embinit/layers): the pre-trained matrix of each block side, then one layer per
 # initializer and seed.
-from embinit.layers.initializers import reads_pretrained
-from embinit.records import plan, sidecar_of
-from embinit.specs import layer_spec, missing_code
-
-
-def source_files(wc):
-    """The raw files of the block side's pre-trained source, by role (vectors, index, weights, tokenizer)."""
-    return {role: raw(p) for role, p in config["sources"][source_of(wc.block, wc.side)]["files"].items()}
-
-
-def layer_params(wc):
-    return layer_spec(config, wc.block, wc.init, int(wc.seed), wc.side)
-
-
-def layer_inputs(wc):
-    layer = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=wc.side)
-    pretrained = source_of(wc.block, wc.side) and reads_pretrained(wc.init)  # Xavier reads only N and D
-    return {
-        "vocab": block_path(VOCAB, wc.block, side=wc.side),
-        "pretrained": fill(PRETRAINED, block=wc.block, side=wc.side) if pretrained else [],
-        "plan": plan(plan_path(wc, f"layer_{wc.side}"), sidecar_of(layer), layer_params(wc)),
-    }
+from embinit.specs import missing_code
 
 
 rule extract_embeddings:

@@ -145,7 +145,7 @@ def test_display_names():
 
 @pytest.mark.parametrize("name", list(ini.INITIALIZERS))
 def test_config_parameters_follow_pretrained_shape_rng(name):
-    """embinit.config.check offers the config every parameter after these three."""
+    """embinit.checks.check offers the config every parameter after these three."""
     assert list(inspect.signature(ini.INITIALIZERS[name]).parameters)[:3] == ["pretrained", "shape", "rng"]
 
 

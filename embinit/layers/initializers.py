@@ -4,7 +4,7 @@ Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of
 `rng`. Adding one = one `@register` function here + one entry in config `initializers` /
 `initializer_params`, or, without forking the package, in the user's own file named by config `extensions`
 (embinit.extensions). A side without a pre-trained source gets Xavier whatever the initializer.
-The config may set the parameters after `rng`; embinit.config.check enforces, before any job, that each is one the
+The config may set the parameters after `rng`; embinit.checks.check enforces, before any job, that each is one the
 function takes, of its annotated type (`int`, `float`, `str`, `bool`), one of the values a `Literal[...]` lists, and
 no less than an `Annotated[..., AtLeast(x)]` bound (embinit.registry.AtLeast).
 """

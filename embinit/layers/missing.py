@@ -59,7 +59,7 @@ def register_missing(name: str) -> Callable[[MissingPolicy], MissingPolicy]:
     """Add a missing-row policy, selected by config `embeddings.missing: <name>`.
 
     A policy is `fn(ctx: MissingContext, **params)`; `params` are its entry of config `embeddings.missing_params` (checked by
-    embinit.config.check against the parameters after `ctx`, as for initializers). It returns the
+    embinit.checks.check against the parameters after `ctx`, as for initializers). It returns the
     `ctx.n_missing` x D rows for `ctx.missing_index`, in that order, or `(rows, labels)` where `labels[j]` names
     what filled row j (recorded in the sidecar's `filled` column; default: the policy's name).
     """
