@@ -1,7 +1,8 @@
 """The outputs a config can ask for (config `outputs`), each declared once: what its rule reads, the runs or layers
-it shows, how it is built and where the HTML report files it (caption: report/<name>.rst). The config check, the
-run and layer sheets, the rules, the report script and the paper comparison read this registry; a new table is
-one entry here, one builder function and one caption.
+it shows and where the HTML report files it (caption: report/<name>.rst); its builder is the function of its name in
+embinit.reports.builders. The config check, the run and layer sheets, the rules and the report script read this
+registry; a new table is one entry here, one builder function and one caption. It imports no report code, so
+building the DAG does not load pandas' plotting or scipy's statistics.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from typing import Callable, Iterator
 import pandas as pd
 
 from embinit.config import initializers_of
-from embinit.reports import analogy, comparison, figures, statistics, tables
-from embinit.reports.matches import write_match_report
 
 # One file of a block side an output reads: block, side, file ("layer": an initializer's layer; "pretrained": the
 # side's pre-trained matrix; "tokens": its rows' tokens), initializer (None but for a layer) and seed
@@ -25,13 +24,12 @@ RAW_KEYS = ("questions",)  # keys of an output's config section that name a raw 
 
 @dataclass(frozen=True)
 class Output:
-    """One table or figure. `build(job)` writes it from its Snakemake job (input, output, params) and returns its
-    rows; `runs(config)` is its selection of training runs (embinit.runsheet), `layers(config, runs)` the layer files
-    it reads (`runs`: its run-sheet rows)."""
+    """One table or figure, built by the function of its name in embinit.reports.builders; `runs(config)` is its
+    selection of training runs (embinit.runsheet), `layers(config, runs)` the layer files it reads (`runs`: its
+    run-sheet rows)."""
 
     name: str
     category: str
-    build: Callable
     runs: Callable[[dict], dict] | None = None
     files: tuple[str, ...] = ("final",)  # the run sheet's file columns its rule takes as input
     layers: Callable[[dict, pd.DataFrame], Iterator[Layer]] | None = None
@@ -69,14 +67,6 @@ class Output:
         return {key: config[s][key] for s in self.sections for key in RAW_KEYS if key in config[s]}
 
 
-def _rows(job) -> pd.DataFrame:
-    return pd.DataFrame(job.params.rows)
-
-
-def _layer_rows(job) -> pd.DataFrame:
-    return pd.DataFrame(job.params.layers)
-
-
 def _first_sourced_layers(config: dict, keep: Callable[[str], bool]) -> Iterator[Layer]:
     """Seed 0's layer of each run block's first side with a source, for the initializers `keep` accepts; a block
     with no source (a Xavier-only block) has no pre-trained layer to describe."""
@@ -91,57 +81,9 @@ def _pretrained(config: dict, name: str, files=("pretrained", "tokens")) -> list
     return [(config[name]["block"], config[name]["side"], file, None, 0) for file in files]
 
 
-def _file(layers: pd.DataFrame, file: str) -> str:
-    return layers.path[layers.file == file].iloc[0]
-
-
-def _stats_table(job) -> pd.DataFrame:
-    layers = _layer_rows(job)[["block", "task", "family", "source", "side", "initializer", "path"]]
-    return statistics.write_stats_table(layers.to_dict("records"), job.output.csv, job.output.md)
-
-
-def _table6(job) -> pd.DataFrame:
-    layers, t6 = _layer_rows(job), job.params.config["table6"]
-    return statistics.write_table6(
-        dict(zip(layers.initializer, layers.path)),
-        layers.family[0],
-        layers.source_display[0],
-        t6["pos_rows"],
-        job.params.config["model"]["pos_base"],
-        job.output.csv,
-        job.output.md,
-    )
-
-
-def _analogy(write) -> Callable:
-    def build(job) -> pd.DataFrame:
-        layers, out = _layer_rows(job), job.output
-        vectors, tokens = _file(layers, "pretrained"), _file(layers, "tokens")
-        return write(vectors, tokens, job.input.questions, job.params.config, out.csv, out.md)
-
-    return build
-
-
-def _table10(job) -> pd.DataFrame:
-    layers = _layer_rows(job)
-    initial = layers[layers.file == "layer"][["block", "initializer", "seed", "path"]]
-    runs = _rows(job).merge(initial.rename(columns={"path": "initial"}), on=["block", "initializer", "seed"])
-    tokens = _file(layers, "tokens")
-    return analogy.table10(runs, tokens, job.input.questions, job.params.config, job.output.csv, job.output.md)
-
-
 def seeded_tables() -> list[int]:
     """The numbers of the tables whose cells are means over seeds (paper_comparison pairs their checks by seed)."""
     return [int(name.removeprefix("table")) for name, out in OUTPUTS.items() if out.seeded]
-
-
-def _paper_comparison(job) -> pd.DataFrame:
-    tables, out = list(job.input.tables), job.output
-    return comparison.paper_comparison(tables, _rows(job), job.input.paper_tables, out.csv, out.md, seeded_tables())
-
-
-def _matches(job) -> pd.DataFrame:
-    return write_match_report(_layer_rows(job).to_dict("records"), job.output.csv)
 
 
 def _table3_runs(config: dict) -> dict:
@@ -166,7 +108,6 @@ OUTPUTS: dict[str, Output] = {
         Output(  # Table 1 leaves the Xavier_Pretrained control to Table 7
             "table1",
             "Tables",
-            lambda job: tables.result_table(_rows(job), job.output.csv, job.output.md, "Table 1"),
             runs=lambda config: {
                 "blocks": config["run_blocks"],
                 "initializers": [i for i in config["initializers"] if i != "Xavier_Pretrained"],
@@ -179,7 +120,6 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table2",
             "Tables",
-            _stats_table,
             layers=lambda config, runs: _first_sourced_layers(
                 config, lambda init: init not in ("Xavier_Pretrained", "Pretrained_Shuffled")
             ),
@@ -188,7 +128,6 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table3",
             "Tables",
-            lambda job: tables.table3(_rows(job), job.output.csv, job.output.md),
             runs=_table3_runs,
             seeded=True,
             compared=True,
@@ -197,7 +136,6 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table4",
             "Tables",
-            _analogy(analogy.table4),
             layers=lambda config, runs: _pretrained(config, "table4"),
             sections=("table4",),
             local=False,
@@ -207,7 +145,6 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table4_sensitivity",
             "Tables",
-            _analogy(analogy.table4_sensitivity),
             layers=lambda config, runs: _pretrained(config, "table4"),
             sections=("table4",),
             local=False,
@@ -215,14 +152,12 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table5",
             "Tables",
-            lambda job: tables.table5(_rows(job), job.output.csv, job.output.md),
             runs=lambda config: {"blocks": config["run_blocks"]},
             compared=True,
         ),
         Output(
             "table6",
             "Tables",
-            _table6,
             layers=lambda config, runs: (
                 (config["table6"]["block"], config["table6"]["side"], "layer", init, 0)
                 for init in ("Xavier", "Pretrained", "Pretrained_Xavier")
@@ -234,7 +169,6 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table7",
             "Tables",
-            lambda job: tables.result_table(_rows(job), job.output.csv, job.output.md, "Table 7", ["Xavier"]),
             runs=lambda config: {
                 "blocks": [b for b in config["run_blocks"] if "Xavier_Pretrained" in initializers_of(config, b)],
                 "initializers": ["Xavier", "Xavier_Pretrained"],
@@ -245,14 +179,12 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table8",
             "Tables",
-            _stats_table,
             layers=lambda config, runs: _first_sourced_layers(config, lambda init: init == "Xavier_Pretrained"),
             compared=True,
         ),
         Output(
             "figure1",
             "Figure 1",
-            lambda job: figures.figure1(_rows(job), job.output.png, job.output.csv),
             runs=lambda config: {
                 "blocks": config["figure1"]["blocks"],
                 "initializers": config["figure1"]["initializers"],
@@ -266,14 +198,12 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table9",
             "Beyond the paper",
-            lambda job: tables.crossed_table(_rows(job), "table9", job.output.csv, job.output.md),
             runs=_section_runs("table9"),
             compared=True,
         ),
         Output(
             "table10",
             "Beyond the paper",
-            _table10,
             runs=lambda config: {
                 "blocks": [config["table10"]["block"]],
                 "initializers": config["table10"]["initializers"],
@@ -290,23 +220,20 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table11",
             "Beyond the paper",
-            lambda job: tables.crossed_table(_rows(job), "table11", job.output.csv, job.output.md),
             runs=_section_runs("table11"),
             translation=True,
         ),
         Output(
             "figure2",
             "Beyond the paper",
-            lambda job: figures.figure2(_rows(job), job.output.png, job.output.csv),
             runs=_section_runs("figure2", ("blocks", "initializers")),
             files=("final", "metrics"),
             figure=True,
         ),
-        Output("paper_comparison", "Paper vs ours", _paper_comparison, reads_tables=True),
+        Output("paper_comparison", "Paper vs ours", reads_tables=True),
         Output(
             "embedding_matches",
             "Embeddings",
-            _matches,
             layers=lambda config, runs: (
                 (block, side, "tokens", None, 0)
                 for block in config["run_blocks"]

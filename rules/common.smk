@@ -8,7 +8,7 @@ from embinit.config import evaluated_splits, sides_of, task_sides, tokenizer_of
 from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
 from embinit.layers.initializers import INITIALIZERS, reads_pretrained
-from embinit.outputs import OUTPUTS
+from embinit.outputs import OUTPUTS, seeded_tables
 from embinit.records import ResultsLock, plan, sidecar_of
 from embinit.runsheet import layer_sheet, plotted, run_sheet
 from embinit.specs import layer_spec, train_spec
@@ -152,9 +152,9 @@ def output_files(out):
 def output_inputs(out):
     """An output's input files: its runs' (the sheet's columns `out.files`), its layer files, and the raw files its
     config sections name; the paper comparison reads the tables built and the seeded ones' runs."""
-    query = f"output in {out.sheet_outputs(config)}"
-    inputs = {column: lookup(query=query, within=RUNS, cols=column) for column in out.files}
-    inputs["layers"] = lookup(query=f"output == {out.name!r}", within=LAYERS, cols="path")
+    runs = RUNS[RUNS.output.isin(out.sheet_outputs(config))]  # boolean masks: DataFrame.query (lookup's) is slower
+    inputs = {column: runs[column].tolist() for column in out.files}
+    inputs["layers"] = LAYERS.path[LAYERS.output == out.name].tolist()
     inputs.update({role: raw(relpath) for role, relpath in out.raw_files(config).items()})
     if out.reads_tables:
         inputs["paper_tables"] = os.path.join(workflow.basedir, config["paper_comparison"]["paper_tables"])

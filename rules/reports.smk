@@ -1,6 +1,6 @@
 # Stage 5, reports (embinit/reports): one rule per output of the registry embinit/outputs.py, named as the output.
 # Each takes its runs' files from the run sheet and its layer files from the layer sheet (rules/common.smk), and
-# hands their rows to the output's builder (workflow_scripts/report.py).
+# hands their rows to the output's builder (embinit.reports.builders, by workflow_scripts/report.py).
 
 
 for _out in OUTPUTS.values():
@@ -20,6 +20,7 @@ for _out in OUTPUTS.values():
         resources:
             **({} if _out.local else {**CPU_JOB, "mem_mb": 4000}),
         params:
+            **({"seeded": seeded_tables()} if _out.reads_tables else {}),
             output=_out.name,
             rows=sheet_rows(_out),
             layers=LAYERS[LAYERS.output == _out.name].drop(columns="output").to_dict("records"),

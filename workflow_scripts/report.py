@@ -1,10 +1,11 @@
-"""Snakemake `script:` for every output's rule (rules/reports.smk): the builder embinit/outputs.py registers for it.
+"""Snakemake `script:` for every output's rule (rules/reports.smk): the builder of its name (embinit.reports.builders).
 
 Expects:
   snakemake.params.output  the output's name (a key of embinit.outputs.OUTPUTS)
   snakemake.params.rows    its run sheet rows (embinit.runsheet.run_sheet), each naming its files (the inputs)
   snakemake.params.layers  its layer sheet rows (embinit.runsheet.layer_sheet), each naming its file (an input)
   snakemake.params.config  the config sections its builder reads (empty for most)
+  snakemake.params.seeded  the paper comparison's only: the tables whose findings are judged paired by seed
   snakemake.output         a table's `csv` and `md`, a figure's `png` and `csv`
   snakemake.log[0]         the job's log
 """
@@ -12,9 +13,9 @@ Expects:
 import logging
 
 from embinit.io import job_log
-from embinit.outputs import OUTPUTS
+from embinit.reports import builders
 
 with job_log(snakemake.log[0]):
     name = snakemake.params.output
-    result = OUTPUTS[name].build(snakemake)
+    result = getattr(builders, name)(snakemake)
     logging.info("%s: %d rows -> %s", name, len(result), ", ".join(snakemake.output))

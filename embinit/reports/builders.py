@@ -1,0 +1,102 @@
+"""One builder per output of embinit/outputs.py, named as the output: it writes the output's files from its Snakemake
+job (workflow_scripts/report.py) and returns its rows. `job.params.rows` are the run-sheet rows of the runs it shows,
+`job.params.layers` the layer-sheet rows of the files it reads, `job.params.config` the config sections it reads."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from embinit.reports import analogy, comparison, figures, statistics, tables
+from embinit.reports.matches import write_match_report
+
+
+def _rows(job) -> pd.DataFrame:
+    return pd.DataFrame(job.params.rows)
+
+
+def _layers(job) -> pd.DataFrame:
+    return pd.DataFrame(job.params.layers)
+
+
+def _file(layers: pd.DataFrame, file: str) -> str:
+    return layers.path[layers.file == file].iloc[0]
+
+
+def table1(job) -> pd.DataFrame:
+    return tables.result_table(_rows(job), job.output.csv, job.output.md, "Table 1")
+
+
+def table2(job) -> pd.DataFrame:
+    layers = _layers(job)[["block", "task", "family", "source", "side", "initializer", "path"]]
+    return statistics.write_stats_table(layers.to_dict("records"), job.output.csv, job.output.md)
+
+
+def table3(job) -> pd.DataFrame:
+    return tables.table3(_rows(job), job.output.csv, job.output.md)
+
+
+def table4(job) -> pd.DataFrame:
+    layers, out = _layers(job), job.output
+    vectors, tokens = _file(layers, "pretrained"), _file(layers, "tokens")
+    return analogy.table4(vectors, tokens, job.input.questions, job.params.config, out.csv, out.md)
+
+
+def table4_sensitivity(job) -> pd.DataFrame:
+    layers, out = _layers(job), job.output
+    vectors, tokens = _file(layers, "pretrained"), _file(layers, "tokens")
+    return analogy.table4_sensitivity(vectors, tokens, job.input.questions, job.params.config, out.csv, out.md)
+
+
+def table5(job) -> pd.DataFrame:
+    return tables.table5(_rows(job), job.output.csv, job.output.md)
+
+
+def table6(job) -> pd.DataFrame:
+    layers, config = _layers(job), job.params.config
+    by_initializer = dict(zip(layers.initializer, layers.path))
+    family, source, out = layers.family[0], layers.source_display[0], job.output
+    pos_rows, pos_base = config["table6"]["pos_rows"], config["model"]["pos_base"]
+    return statistics.write_table6(by_initializer, family, source, pos_rows, pos_base, out.csv, out.md)
+
+
+def table7(job) -> pd.DataFrame:
+    return tables.result_table(_rows(job), job.output.csv, job.output.md, "Table 7", [tables.XAVIER.value])
+
+
+def table8(job) -> pd.DataFrame:
+    return table2(job)  # Table 2's statistics, of the Xavier_Pretrained layers
+
+
+def figure1(job) -> pd.DataFrame:
+    return figures.figure1(_rows(job), job.output.png, job.output.csv)
+
+
+def table9(job) -> pd.DataFrame:
+    return tables.crossed_table(_rows(job), "table9", job.output.csv, job.output.md)
+
+
+def table10(job) -> pd.DataFrame:
+    layers = _layers(job)
+    initial = layers[layers.file == "layer"][["block", "initializer", "seed", "path"]]
+    runs = _rows(job).merge(initial.rename(columns={"path": "initial"}), on=["block", "initializer", "seed"])
+    tokens, out = _file(layers, "tokens"), job.output
+    return analogy.table10(runs, tokens, job.input.questions, job.params.config, out.csv, out.md)
+
+
+def table11(job) -> pd.DataFrame:
+    return tables.crossed_table(_rows(job), "table11", job.output.csv, job.output.md)
+
+
+def figure2(job) -> pd.DataFrame:
+    return figures.figure2(_rows(job), job.output.png, job.output.csv)
+
+
+def paper_comparison(job) -> pd.DataFrame:
+    inp, out = job.input, job.output
+    return comparison.paper_comparison(
+        list(inp.tables), _rows(job), inp.paper_tables, out.csv, out.md, job.params.seeded
+    )
+
+
+def embedding_matches(job) -> pd.DataFrame:
+    return write_match_report(_layers(job).to_dict("records"), job.output.csv)
