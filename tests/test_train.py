@@ -341,6 +341,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_
     assert_same_embeddings(tmp_path, out)
 
 
+@pytest.mark.slow
 def test_killed_classification_run_resumes_to_the_reported_epochs_embeddings(toy, tmp_path, monkeypatch):
     """The best-accuracy epoch (1) lies before the kill (after epoch 2): only the checkpoint still has its layer."""
     spec = make_spec(toy, "classification")
