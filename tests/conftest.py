@@ -15,6 +15,11 @@ import pandas as pd
 import pytest
 import yaml
 
+# torch's OpenMP threads sleep rather than spin while they wait (set before torch loads): on 2 cores shared with
+# other work, spinning made the toy training runs up to 5x slower (docs/performance.md, "Test tiers"); no result
+# depends on it, and the snakemake runs below inherit it
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(
