@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny datasets in the real raw formats, and the snakemake runner used by workflow tests."""
+"""Shared fixtures: tiny datasets in the real raw formats, the snakemake runner used by workflow tests, and the
+one-run grid built once per session."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
+# torch's OpenMP threads sleep rather than spin while they wait (set before torch loads): on 2 cores shared with
+# other work, spinning made the toy training runs up to 5x slower (docs/performance.md, "Test tiers"); no result
+# depends on it, and the snakemake runs below inherit it
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -49,10 +55,8 @@ def write_tsv(path: Path, header: list[str], rows: list[list[str]]) -> None:
     path.write_text("\n".join("\t".join(r) for r in [header, *rows]) + "\n", encoding="utf-8")
 
 
-@pytest.fixture
-def tiny_mirror(tmp_path: Path) -> Path:
-    """A mirror directory laid out like ../shared/data, holding tiny Multi30k and SST-2 files."""
-    root = tmp_path / "mirror"
+def write_tiny_mirror(root: Path) -> Path:
+    """A mirror directory laid out like ../shared/data at `root`, holding tiny Multi30k and SST-2 files."""
     raw = root / "multi30k" / "task1" / "raw"
     for split, n in (("train", 6), ("val", 3), ("test_2016_flickr", 3)):
         write_gz_lines(raw / f"{split}.en.gz", (EN * 2)[:n] if split != "train" else EN * 3)
@@ -66,6 +70,18 @@ def tiny_mirror(tmp_path: Path) -> Path:
     write_tsv(root / "glue" / "SST-2" / "train.tsv", ["sentence", "label"], sst)
     write_tsv(root / "glue" / "SST-2" / "dev.tsv", ["sentence", "label"], sst[:4])
     return root
+
+
+@pytest.fixture
+def tiny_mirror(tmp_path: Path) -> Path:
+    """The tiny mirror of this test alone, which it may change."""
+    return write_tiny_mirror(tmp_path / "mirror")
+
+
+@pytest.fixture(scope="session")
+def shared_mirror(tmp_path_factory) -> Path:
+    """The tiny mirror, written once per session for tests that only read it (the shared grid reads it)."""
+    return write_tiny_mirror(tmp_path_factory.mktemp("shared") / "mirror")
 
 
 # `remotes` for a config reading the tiny mirror (plus a word2vec file the test writes): its files are not the real
@@ -89,8 +105,21 @@ def load_default_config() -> dict:
     return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
+RUNNING: dict[str, pytest.Item] = {}  # "test": the test being set up or run
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Remember the running test before its fixtures start, so run_snakemake can check its tier."""
+    RUNNING["test"] = item
+
+
 def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout: int = 600):
-    """Run snakemake from this venv on the repo's workflow; return the CompletedProcess."""
+    """Run snakemake from this venv on the repo's workflow; return the CompletedProcess. Only a test marked
+    `slow` may: a snakemake start costs seconds, and `pytest -m "not slow"` is the fast tier."""
+    test = RUNNING.get("test")
+    if test is not None and test.get_closest_marker("slow") is None:
+        pytest.fail(f"{test.nodeid} starts snakemake: mark it @pytest.mark.slow (pyproject.toml's marker)")
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(cwd), *args]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONHASHSEED": "0"}
@@ -104,6 +133,50 @@ def write_config(path: Path, overrides: dict) -> Path:
     """A config file holding only the overrides; snakemake merges it over config.yaml."""
     path.write_text(yaml.safe_dump(overrides, sort_keys=False))
     return path
+
+
+ONE_RUN = "results/sst2_glove6b50d/Pretrained/seed0/base"  # the one run of one_run_config's grid
+
+
+def one_run_config(path: Path, mirror: Path, **extra) -> Path:
+    """One SST-2 run on the tiny mirror, started from GloVe 6B 50d (the PyPI stand-in)."""
+    return write_config(
+        path,
+        {
+            "mirror": str(mirror),
+            "run_blocks": ["sst2_glove6b50d"],
+            "remotes": {"glue/SST-2/train.tsv": {"sha256": None}, "glue/SST-2/dev.tsv": {"sha256": None}},
+            "model": {"max_len": 64},
+            "blocks": {"sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Pretrained"]}},
+            **extra,
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def one_run_grid(tmp_path_factory, shared_mirror) -> Path:
+    """A working directory holding one_run_config's run on the shared mirror (its config in c.yaml), built once per
+    session: a test reads it, or changes a copy of it (shutil.copytree keeps the files' times, so the copy is as
+    up to date as the grid)."""
+    grid = tmp_path_factory.mktemp("one_run_grid")
+    cfg = one_run_config(grid / "c.yaml", shared_mirror)
+    run_snakemake([f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(cfg)], cwd=grid)
+    return grid
+
+
+def run_outcome(workdir: Path) -> tuple[pd.DataFrame, dict]:
+    """What ONE_RUN produced, without its timings: the metric rows and final.json's selected values."""
+    metrics = pd.read_parquet(workdir / ONE_RUN / "metrics.parquet").drop(columns=TIMING)
+    final = json.loads((workdir / ONE_RUN / "final.json").read_text())
+    return metrics, {
+        k: v for k, v in final.items() if k not in ("train_minutes_per_epoch", "valid_minutes_per_epoch", "device")
+    }
+
+
+def assert_same_outcome(workdir: Path, expected_workdir: Path) -> None:
+    got, expected = run_outcome(workdir), run_outcome(expected_workdir)
+    pd.testing.assert_frame_equal(got[0], expected[0])
+    assert got[1] == expected[1]
 
 
 def planned_outputs(proc) -> set[str]:

@@ -6,7 +6,11 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
+
 from conftest import REPO, run_snakemake
+
+pytestmark = pytest.mark.slow  # a dry run of the whole paper grid: about 9 s
 
 RECORD = REPO / "tests" / "data" / "paper_grid_jobs.tsv"
 TARGETS = ["all"]  # every paper output of the default config (Table 1's DAG included)

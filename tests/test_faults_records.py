@@ -6,11 +6,8 @@ import shutil
 
 import pytest
 
-from conftest import run_snakemake, write_config
+from conftest import ONE_RUN, assert_same_outcome, one_run_config, run_snakemake, write_config
 from embinit.records import ResultsLock, plan, recorded_digest, sidecar_of, spec_digest, stale_reason, write_sidecar
-from test_faults import RUN, _assert_same_outcome, _run_config
-
-pytestmark = pytest.mark.slow
 
 LAYER = "results/sst2_glove6b50d/Pretrained/seed0/embedding_encoder.npy"
 BROKEN = """import numpy as np
@@ -29,45 +26,44 @@ def narrow(pretrained, shape, rng):
 
 
 def _grid(tmp_path, name, mirror, **extra):
-    """A working directory holding the one-run grid's config (test_faults' SST-2 GloVe run)."""
+    """A working directory holding the one-run grid's config (conftest's SST-2 GloVe run)."""
     workdir = tmp_path / name
     workdir.mkdir()
-    return workdir, _run_config(workdir / "c.yaml", mirror, **extra)
+    return workdir, one_run_config(workdir / "c.yaml", mirror, **extra)
 
 
 def _build(workdir, cfg, *args):
-    return run_snakemake([f"{RUN}/final.json", "--cores", "1", "--configfile", str(cfg), *args], cwd=workdir)
+    return run_snakemake([f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(cfg), *args], cwd=workdir)
 
 
-def test_a_config_change_reruns_the_run_without_snakemakes_records(tmp_path, tiny_mirror):
+@pytest.mark.slow
+def test_a_config_change_reruns_the_run_without_snakemakes_records(tmp_path, shared_mirror, one_run_grid):
     """The results moved to another working directory (no .snakemake/), then `epochs` 1 -> 2: the dry run names
     the stale record, the run retrains, and what it gives equals a fresh 2-epoch run."""
-    first, cfg = _grid(tmp_path, "first", tiny_mirror)
-    _build(first, cfg)
-    moved = tmp_path / "moved"
-    shutil.copytree(first, moved, ignore=shutil.ignore_patterns(".snakemake"))
+    moved = shutil.copytree(one_run_grid, tmp_path / "moved", ignore=shutil.ignore_patterns(".snakemake"))
     two = {"sst2_glove6b50d": {"seeds": 1, "epochs": 2, "batch_size": 8, "initializers": ["Pretrained"]}}
-    cfg2 = _run_config(moved / "c.yaml", tiny_mirror, blocks=two)
+    cfg2 = one_run_config(moved / "c.yaml", shared_mirror, blocks=two)
 
-    dry = run_snakemake([f"{RUN}/final.json", "-n", "--configfile", str(cfg2)], cwd=moved)
-    assert f"stale output, its job reruns: {RUN}/final.json was made by spec" in dry.stderr
+    dry = run_snakemake([f"{ONE_RUN}/final.json", "-n", "--configfile", str(cfg2)], cwd=moved)
+    assert f"stale output, its job reruns: {ONE_RUN}/final.json was made by spec" in dry.stderr
     assert "rule train:" in dry.stdout and "Nothing to be done" not in dry.stdout + dry.stderr
 
     _build(moved, cfg2)
-    assert json.loads((moved / RUN / "final.json").read_text())["epochs"] == 2
-    fresh, cfg_fresh = _grid(tmp_path, "fresh", tiny_mirror, blocks=two)
+    assert json.loads((moved / ONE_RUN / "final.json").read_text())["epochs"] == 2
+    fresh, cfg_fresh = _grid(tmp_path, "fresh", shared_mirror, blocks=two)
     _build(fresh, cfg_fresh)
-    _assert_same_outcome(moved, fresh)
+    assert_same_outcome(moved, fresh)
     again = _build(moved, cfg2, "-n")
     assert "stale" not in again.stderr and "Nothing to be done" in again.stdout + again.stderr
 
 
+@pytest.mark.slow
 def test_a_layer_change_rebuilds_the_layer_without_snakemakes_records(tmp_path, tiny_mirror):
     """Pretrained_Shuffled's `mode` changed with .snakemake/ deleted: the layer's sidecar says it is stale, so the
     layer and its run are rebuilt, equal to a fresh run with the new mode."""
     shuffled = {"sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Pretrained_Shuffled"]}}
     workdir, cfg = _grid(tmp_path, "grid", tiny_mirror, blocks=shuffled)
-    run = RUN.replace("Pretrained", "Pretrained_Shuffled")
+    run = ONE_RUN.replace("Pretrained", "Pretrained_Shuffled")
     build = [f"{run}/final.json", "--cores", "1", "--configfile"]
     run_snakemake([*build, str(cfg)], cwd=workdir)
     sidecar = sidecar_of(workdir / LAYER.replace("Pretrained", "Pretrained_Shuffled"))
@@ -75,7 +71,7 @@ def test_a_layer_change_rebuilds_the_layer_without_snakemakes_records(tmp_path, 
     assert before is not None
     shutil.rmtree(workdir / ".snakemake")
     elements = {"blocks": shuffled, "initializer_params": {"Pretrained_Shuffled": {"mode": "elements"}}}
-    cfg = _run_config(workdir / "c.yaml", tiny_mirror, **elements)
+    cfg = one_run_config(workdir / "c.yaml", tiny_mirror, **elements)
     dry = run_snakemake(["-n", *build, str(cfg)], cwd=workdir)
     assert f"stale output, its job reruns: {sidecar.relative_to(workdir)} was made by spec {before}" in dry.stderr
     run_snakemake([*build, str(cfg)], cwd=workdir)
@@ -88,40 +84,46 @@ def test_a_layer_change_rebuilds_the_layer_without_snakemakes_records(tmp_path, 
     )
 
 
-def test_a_deleted_or_cut_record_is_rebuilt(tmp_path, tiny_mirror):
-    workdir, cfg = _grid(tmp_path, "grid", tiny_mirror)
+@pytest.mark.slow
+def test_a_deleted_or_cut_record_is_rebuilt(tmp_path, one_run_grid):
+    fresh = one_run_grid
+    workdir = shutil.copytree(fresh, tmp_path / "grid")
+    cfg = workdir / "c.yaml"
+    (workdir / ONE_RUN / "final.json").unlink()
     _build(workdir, cfg)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(workdir, fresh)
-    (workdir / RUN / "final.json").unlink()
-    _build(workdir, cfg)
-    _assert_same_outcome(workdir, fresh)
-    record = workdir / RUN / "final.json"
+    assert_same_outcome(workdir, fresh)
+    record = workdir / ONE_RUN / "final.json"
     record.write_text(record.read_text()[:40])  # cut mid-file, .snakemake/ gone
     shutil.rmtree(workdir / ".snakemake")
-    dry = run_snakemake([f"{RUN}/final.json", "-n", "--configfile", str(cfg)], cwd=workdir)
+    dry = run_snakemake([f"{ONE_RUN}/final.json", "-n", "--configfile", str(cfg)], cwd=workdir)
     assert "is not a readable JSON record" in dry.stderr
     _build(workdir, cfg)
-    _assert_same_outcome(workdir, fresh)
+    assert_same_outcome(workdir, fresh)
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_results_dir_stops_naming_the_lock(tmp_path, tiny_mirror):
     """Two working directories, one results dir: the second run stops before any job, naming the lock file."""
     workdir, cfg = _grid(tmp_path, "grid", tiny_mirror)
     lock = ResultsLock(workdir / "results")
     lock.acquire()  # as the first run holds it while its jobs run
     try:
-        proc = run_snakemake([f"{RUN}/final.json", "--cores", "1", "--configfile", str(cfg)], cwd=workdir, check=False)
+        proc = run_snakemake(
+            [f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(cfg)], cwd=workdir, check=False
+        )
     finally:
         lock.release()
     assert proc.returncode != 0
     assert "is in use by snakemake pid" in proc.stdout + proc.stderr
     assert str(workdir / "results" / ResultsLock.NAME) in proc.stdout + proc.stderr
-    assert not (workdir / RUN / "final.json").exists() and not (workdir / "data" / "prepared").exists()  # no job ran
+    assert (
+        not (workdir / ONE_RUN / "final.json").exists() and not (workdir / "data" / "prepared").exists()
+    )  # no job ran
     _build(workdir, cfg)  # released: it runs
-    assert (workdir / RUN / "final.json").exists()
+    assert (workdir / ONE_RUN / "final.json").exists()
 
 
+@pytest.mark.slow
 def test_a_broken_extension_fails_the_dry_run_naming_its_file_and_function(tmp_path, tiny_mirror):
     extension = tmp_path / "broken.py"
     extension.write_text(BROKEN)

@@ -46,6 +46,7 @@ def runs(toy, tmp_path_factory):  # noqa: F811
     return made
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["translation", "classification"])
 def test_columns_with_the_metrics_on_and_none_with_them_off(runs, kind):
     on = pd.read_parquet(runs[kind, True][0] / "metrics.parquet")
@@ -57,6 +58,7 @@ def test_columns_with_the_metrics_on_and_none_with_them_off(runs, kind):
     assert (on.mechanism_seconds > 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["translation", "classification"])
 def test_the_trajectory_is_bit_identical_with_the_metrics_on_or_off(runs, kind):
     (on_dir, on_final), (off_dir, off_final) = runs[kind, True], runs[kind, False]
@@ -76,6 +78,7 @@ def test_the_trajectory_is_bit_identical_with_the_metrics_on_or_off(runs, kind):
         assert all(np.array_equal(a[k], b[k]) for k in b.files)
 
 
+@pytest.mark.slow
 def test_probe_cost_is_reported_beside_the_training_time(runs, capsys):
     """Not an assertion on speed: the cost of the probe on the toy runs, printed for the record (-s)."""
     for (kind, on), (out, _) in runs.items():

@@ -200,6 +200,7 @@ def test_generate_stops_at_eos_and_pads_finished_sentences():
     assert out.tolist() == [[EOS]] * 4
 
 
+@pytest.mark.slow
 @needs_shared
 def test_cached_generate_equals_the_uncached_decoder_on_real_multi30k_ids(tmp_path):
     """Real German sentences (Multi30k val) as ids of their own spaCy vocabulary, a D = 300 model."""

@@ -41,24 +41,29 @@ def shown(table: str, reference: tuple[str, str] | None = None) -> set[str]:
     return expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", ["table1", "table3", "table9"])
 def test_a_tables_inputs_are_the_runs_in_its_rows(planned_inputs, table):
     assert planned_inputs[table] == shown(table)
 
 
+@pytest.mark.slow
 def test_table7_reads_its_control_and_the_xavier_runs_it_is_paired_with(planned_inputs):
     assert planned_inputs["table7"] == shown("table7", ("initializer", "Xavier"))
     assert not any("/Pretrained/" in path for path in planned_inputs["table7"])
 
 
+@pytest.mark.slow
 def test_table11_reads_each_coupling_and_the_untied_runs_it_is_paired_with(planned_inputs):
     assert planned_inputs["table11"] == shown("table11", ("variant", "base"))
 
 
+@pytest.mark.slow
 def test_table1_does_not_wait_for_table7s_control(planned_inputs):
     assert not any("/Xavier_Pretrained/" in path for path in planned_inputs["table1"])
 
 
+@pytest.mark.slow
 def test_table5_reads_the_base_runs_it_counts(planned_inputs):
     table = pd.read_csv(REPO / RESULTS / "table5.csv")
     inputs = planned_inputs["table5"]

@@ -341,6 +341,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(reference_run, toy, tmp_
     assert_same_embeddings(tmp_path, out)
 
 
+@pytest.mark.slow
 def test_killed_classification_run_resumes_to_the_reported_epochs_embeddings(toy, tmp_path, monkeypatch):
     """The best-accuracy epoch (1) lies before the kill (after epoch 2): only the checkpoint still has its layer."""
     spec = make_spec(toy, "classification")
@@ -384,6 +385,7 @@ def assert_same_run(out, final, expected_out, expected_final):
     assert selected(final) == selected(expected_final)
 
 
+@pytest.mark.slow
 def test_checkpoint_of_other_settings_is_discarded_and_the_run_equals_a_fresh_one(toy, tmp_path, tmp_path_factory):
     train_run(make_spec(toy, epochs=1), tmp_path)
     rerun = train_run(make_spec(toy, epochs=2, lr=1e-3), tmp_path)
@@ -394,6 +396,7 @@ def test_checkpoint_of_other_settings_is_discarded_and_the_run_equals_a_fresh_on
     assert_same_run(tmp_path, rerun, *fresh_run(toy, tmp_path_factory, epochs=2, lr=1e-3))
 
 
+@pytest.mark.slow
 def test_changed_embedding_file_retrains_a_finished_run_from_scratch(reference_run, toy, tmp_path, tmp_path_factory):
     """The headline rerun: an initializer changed its layer; the path and settings are the same."""
     out, final = reference_run
@@ -411,6 +414,7 @@ def test_changed_embedding_file_retrains_a_finished_run_from_scratch(reference_r
     assert metric_values(run_dir)["train_loss"].tolist() != metric_values(out)["train_loss"].tolist()
 
 
+@pytest.mark.slow
 def test_forced_rerun_of_a_finished_run_trains_again_to_the_same_result(reference_run, toy, tmp_path):
     out, final = reference_run
     train_run(make_spec(toy), tmp_path)
@@ -450,6 +454,7 @@ def flip_bytes(path, count=32):
     torch.load(path, weights_only=True)  # no error: only the sidecar's sha256 tells
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["32 flipped bytes", "truncated", "garbage", "foreign pickle", "no sidecar"])
 def test_corrupt_checkpoint_is_discarded_with_a_warning_naming_it(reference_run, toy, tmp_path, damage):
     out, final = reference_run
@@ -473,6 +478,7 @@ def test_corrupt_checkpoint_is_discarded_with_a_warning_naming_it(reference_run,
     assert_same_run(tmp_path, rerun, out, final)
 
 
+@pytest.mark.slow
 def test_kill_between_the_checkpoint_and_its_sidecar_never_resumes_the_unverified_file(
     reference_run, toy, tmp_path, monkeypatch
 ):
@@ -508,6 +514,7 @@ def test_temporary_files_of_an_interrupted_save_are_removed_at_the_next_start(to
     assert f"removing {empty}: a temporary file of a save that was interrupted" in (tmp_path / "train.log").read_text()
 
 
+@pytest.mark.slow
 def test_checkpoint_saved_with_two_gpus_rng_resumes_where_none_is_visible(reference_run, toy, tmp_path, monkeypatch):
     """A checkpoint of a node with 2 visible GPUs, resumed on this CPU: the GPUs' states are left out with one
     warning, and the CPU run continues to the uninterrupted result."""
@@ -645,6 +652,7 @@ def test_final_json_names_the_training_code(toy, tmp_path):
     assert json.loads((tmp_path / "final.json").read_text())["training_code"] == final["training_code"]
 
 
+@pytest.mark.slow
 def test_checkpoint_of_other_training_code_is_discarded(toy, tmp_path, monkeypatch):
     train_run(make_spec(toy, epochs=1), tmp_path)
     monkeypatch.setattr(checkpoint, "code_digest", lambda: "edited")
@@ -686,6 +694,7 @@ def test_without_valid_bleu_a_run_decodes_only_the_test_split(reference_run, toy
     assert final["test_paper_bleu"] == reference_run[1]["test_paper_bleu"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role", ["references.test", "detokenizer"])
 def test_changed_scoring_file_retrains_a_finished_run_from_scratch(toy, tmp_path, role):
     """The references and the detokenizer are inputs like any other: a new one reruns the run."""
@@ -707,6 +716,7 @@ def test_changed_scoring_file_retrains_a_finished_run_from_scratch(toy, tmp_path
     assert f"it was written for other input {role}" in log and "resuming" not in log
 
 
+@pytest.mark.slow
 def test_placement_is_no_part_of_the_run(toy, tmp_path):
     """Another device setting or thread count continues the same run (the rule keeps it out of its params)."""
     assert Placement.from_config({"train": {"device": "cuda:1", "num_threads": 3}}) == Placement("cuda:1", 3)

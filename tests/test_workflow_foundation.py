@@ -10,9 +10,8 @@ import yaml
 
 from conftest import REPO, SHARED_DATA, needs_shared, run_snakemake, write_config
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_unknown_initializer_fails_at_once_naming_key_and_allowed(tmp_path):
     cfg = write_config(tmp_path / "bad.yaml", {"initializers": ["Foo"]})
     proc = run_snakemake(["vocabularies", "-n", "--configfile", str(cfg)], cwd=tmp_path, check=False)
@@ -21,6 +20,7 @@ def test_unknown_initializer_fails_at_once_naming_key_and_allowed(tmp_path):
     assert "initializers[0]" in out and "'Foo'" in out and "Pretrained_Xavier" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides, expected",
     [
@@ -64,6 +64,7 @@ def test_the_lock_pins_exactly_what_pyproject_declares():
     assert all(r.specifier.contains(pins[r.name]) for r in declared)
 
 
+@pytest.mark.slow
 def test_mirror_file_with_wrong_checksum_fails_naming_it(tmp_path, tiny_mirror):
     cfg = write_config(tmp_path / "c.yaml", {"mirror": str(tiny_mirror), "run_blocks": ["sst2_glove6b50d"]})
     proc = run_snakemake(
@@ -76,6 +77,7 @@ def test_mirror_file_with_wrong_checksum_fails_naming_it(tmp_path, tiny_mirror):
     assert not (tmp_path / "data/raw/glue/SST-2/dev.tsv").exists()
 
 
+@pytest.mark.slow
 def test_paper_grid_dry_run_lists_every_block_quickly(tmp_path):
     start = time.time()
     proc = run_snakemake(["results/table1.csv", "-n", "--quiet", "rules"], cwd=tmp_path)
@@ -84,6 +86,7 @@ def test_paper_grid_dry_run_lists_every_block_quickly(tmp_path):
         assert rule in proc.stdout, rule
 
 
+@pytest.mark.slow
 @needs_shared
 def test_real_vocabularies_from_the_mirror(tmp_path):
     cfg = write_config(
