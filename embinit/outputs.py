@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import numpy as np
 import pandas as pd
 
-from embinit.config import initializers_of
-from embinit.reports import analogy, comparison, figures, statistics, tables
+from embinit.config import initializers_of, lr_of
+from embinit.reports import analogy, comparison, figures, statistics, sweeps, tables
 from embinit.reports.matches import write_match_report
 
 # One file of a block side an output reads: block, side, file ("layer": an initializer's layer; "pretrained": the
@@ -45,6 +46,11 @@ class Output:
     markdown: bool = True  # a table also written as Markdown
     reads_tables: bool = False  # reads the `compared` tables built and the runs of the `seeded` ones
     valid_bleu: bool = False  # plots validation BLEU per epoch: its runs decode it (config train.valid_bleu: auto)
+    drawn: bool = False  # a table whose builder also draws it (<name>.png)
+    # A sweep's runs beyond the configured ones: variants (name -> switches, with its `lr`) and initializers (name ->
+    # the registry entry and params its layer runs), named so that their runs fit results/<block>/<init>/seed<k>/<variant>/
+    variants: Callable[[dict], dict[str, dict]] | None = None
+    initializers: Callable[[dict], dict[str, tuple[str, dict]]] | None = None
 
     def config_of(self, config: dict) -> dict:
         """The config sections its builder reads, with model and the sources of the blocks they name: a change there
@@ -158,6 +164,43 @@ def _table3_runs(config: dict) -> dict:
 def _section_runs(name: str, parts=("blocks", "initializers", "variants")) -> Callable[[dict], dict]:
     """Config section `name`'s selection: its blocks, initializers and variants."""
     return lambda config: {part: config[name][part] for part in parts}
+
+
+def scaled_initializers(section: dict) -> dict[str, dict]:
+    """Table 12's initializers by name, each {base, k}: the base at k = 1 (the block's own runs, reused), else
+    <base>_x<k> (e.g. Pretrained_Xavier_x4), the base's layer times k (initializer Scaled)."""
+    return {
+        (base if k == 1 else f"{base}_x{k:g}"): {"base": base, "k": float(k)}
+        for base in section["bases"]
+        for k in section["scales"]
+    }
+
+
+def _table12_layers(config: dict) -> dict[str, tuple[str, dict]]:
+    doses = scaled_initializers(config["table12"])
+    return {name: ("Scaled", dose) for name, dose in doses.items() if name != dose["base"]}
+
+
+def lr_variants(config: dict) -> dict[str, float]:
+    """Table 13's variant of each learning rate: `base` for its block's own (those runs are reused), lr<rate> (e.g.
+    lr3e-4) for the others."""
+    t13 = config["table13"]
+    own = lr_of(config, t13["block"])
+    return {
+        ("base" if lr == own else "lr" + np.format_float_scientific(lr, trim="-", exp_digits=1)): lr for lr in t13["lr"]
+    }
+
+
+def _table13_variants(config: dict) -> dict[str, dict]:
+    return {
+        name: {**config["variants"]["base"], "lr": lr} for name, lr in lr_variants(config).items() if name != "base"
+    }
+
+
+def _table12(job) -> pd.DataFrame:
+    doses, runs = scaled_initializers(job.params.config["table12"]), _rows(job)
+    runs = runs.assign(**{key: [doses[i][key] for i in runs.initializer] for key in ("base", "k")})
+    return sweeps.table12(runs, job.output.csv, job.output.md, job.output.png)
 
 
 OUTPUTS: dict[str, Output] = {
@@ -302,6 +345,30 @@ OUTPUTS: dict[str, Output] = {
             files=("final", "metrics"),
             figure=True,
         ),
+        Output(  # the pre-trained layer and Xavier's at k times their sigma: scale apart from content
+            "table12",
+            "Beyond the paper",
+            _table12,
+            runs=lambda config: {
+                "blocks": [config["table12"]["block"]],
+                "initializers": list(scaled_initializers(config["table12"])),
+            },
+            sections=("table12",),
+            drawn=True,
+            initializers=_table12_layers,
+        ),
+        Output(  # Finding 1's checks at each learning rate
+            "table13",
+            "Beyond the paper",
+            lambda job: sweeps.table13(_rows(job), job.output.csv, job.output.md, job.output.png),
+            runs=lambda config: {
+                "blocks": [config["table13"]["block"]],
+                "initializers": config["table13"]["initializers"],
+                "variants": list(lr_variants(config)),
+            },
+            drawn=True,
+            variants=_table13_variants,
+        ),
         Output("paper_comparison", "Paper vs ours", _paper_comparison, reads_tables=True),
         Output(
             "embedding_matches",
@@ -317,3 +384,33 @@ OUTPUTS: dict[str, Output] = {
         ),
     ]
 }
+
+
+def _generated(config: dict, kind: str) -> dict:
+    """The variants or initializers (`kind`) the sweeps of the outputs the config has a section for add."""
+    return {
+        name: entry
+        for out in OUTPUTS.values()
+        if getattr(out, kind) and out.name in config
+        for name, entry in getattr(out, kind)(config).items()
+    }
+
+
+def generated_variants(config: dict) -> dict[str, dict]:
+    """The variants the sweeps add (Table 13's learning rates): name -> switches, with its `lr`."""
+    return _generated(config, "variants")
+
+
+def variants_of(config: dict) -> dict[str, dict]:
+    """Every variant a run may name: the config's and the sweeps'."""
+    return {**config["variants"], **generated_variants(config)}
+
+
+def generated_initializers(config: dict) -> dict[str, tuple[str, dict]]:
+    """The initializers the sweeps add (Table 12's rescaled layers): name -> registry entry and params."""
+    return _generated(config, "initializers")
+
+
+def layer_recipe(config: dict, init: str) -> tuple[str, dict]:
+    """The registry entry and params a layer of `init` runs: a sweep's, or the configured initializer's own."""
+    return generated_initializers(config).get(init) or (init, config["initializer_params"].get(init, {}))
