@@ -151,7 +151,7 @@ def _check_sweeps(config: dict) -> None:
     for name, (entry, params) in generated_initializers(config).items():
         if name in inits:
             raise ConfigError(f"config key initializers: {name!r}, a sweep's initializer, is a registry entry too")
-        if lines := violations(params_schema(inits[entry]), params, f"{entry} of {name}"):
+        if lines := violations(params_schema(inits[entry]), params, f"{entry}({name})"):
             raise ConfigError("\n".join(lines))
     for name in generated_variants(config):
         if name in config["variants"]:
