@@ -146,7 +146,7 @@ def _check_outputs(config: dict) -> None:
 
 def _check_sweeps(config: dict) -> None:
     """A sweep's names (Table 12's rescaled initializers, Table 13's lr variants) are new and its params fit its
-    registry entry; an output on one block names initializers that block runs (a sweep reuses their runs)."""
+    registry entry; the initializers it names are its block's (it reuses their runs)."""
     inits = registries()["initializer"]
     for name, (entry, params) in generated_initializers(config).items():
         if name in inits:
@@ -156,10 +156,12 @@ def _check_sweeps(config: dict) -> None:
     for name in generated_variants(config):
         if name in config["variants"]:
             raise ConfigError(f"config key variants.{name}: the name of a sweep's variant (a learning rate); rename it")
-    for key, section in ((name, config[name]) for name in OUTPUTS if "block" in config.get(name, {})):
-        for part in ("initializers", "bases"):
-            for i, init in enumerate(section.get(part, [])):
-                _require(init, initializers_of(config, section["block"]), f"{key}.{part}[{i}]")
+    for key, out in OUTPUTS.items():
+        if (out.variants or out.initializers) and key in config:
+            section = config[key]
+            for part in ("initializers", "bases"):
+                for i, init in enumerate(section.get(part, [])):
+                    _require(init, initializers_of(config, section["block"]), f"{key}.{part}[{i}]")
 
 
 def _check_heads(config: dict) -> None:

@@ -198,9 +198,10 @@ def _table13_variants(config: dict) -> dict[str, dict]:
 
 
 def _table12(job) -> pd.DataFrame:
-    doses, runs = scaled_initializers(job.params.config["table12"]), _rows(job)
+    t12, runs = job.params.config["table12"], _rows(job)
+    doses = scaled_initializers(t12)
     runs = runs.assign(**{key: [doses[i][key] for i in runs.initializer] for key in ("base", "k")})
-    return sweeps.table12(runs, job.output.csv, job.output.md, job.output.png)
+    return sweeps.table12(runs, t12["bases"], job.output.csv, job.output.md, job.output.png)
 
 
 OUTPUTS: dict[str, Output] = {

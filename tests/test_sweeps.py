@@ -134,9 +134,9 @@ def test_table12_pairs_each_k_with_k_1_and_the_two_bases_at_each_k(tmp_path):
         for name, dose in doses.items()
         for s in range(4)
     ]
-    runs = save_runs(tmp_path, records, CONFIG)
+    runs = save_runs(tmp_path, records[::-1], CONFIG)  # Xavier's runs first: the bases' order is the config's
     runs = runs.assign(**{key: [doses[i][key] for i in runs.initializer] for key in ("base", "k")})
-    table = sweeps.table12(runs, tmp_path / "t.csv", tmp_path / "t.md", tmp_path / "t.png")
+    table = sweeps.table12(runs, CONFIG["table12"]["bases"], tmp_path / "t.csv", tmp_path / "t.md", tmp_path / "t.png")
     assert table.k.tolist() == [0.25, 1.0, 4.0, 64.0]
     assert (table.Pretrained_Xavier_n_seeds == 4).all()
     at64 = table.set_index("k").loc[64.0]

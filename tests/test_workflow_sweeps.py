@@ -43,7 +43,7 @@ def test_tables_12_and_13_build_end_to_end_and_reuse_the_blocks_own_runs(tmp_pat
     assert table12.k.tolist() == [1.0, 4.0]
     assert (table12.Pretrained_Xavier_n_seeds == 2).all() and (table12.content_diff_n_pairs == 2).all()
     assert table12.Xavier_diff_vs_k1.isna().tolist() == [True, False]
-    assert "Verdict:" in (results / "table12.md").read_text()
+    assert "- Content (GloVe_Xavier − Xavier at the same k)" in (results / "table12.md").read_text()
     table13 = pd.read_csv(results / "table13.csv")
     assert table13.lr.tolist() == [1.0e-4, 1.0e-3] and table13.variant.tolist() == ["base", "lr1e-3"]
     assert set(table13.Pretrained_minus_Xavier_verdict) <= {"holds", "contradicted", "undecided"}
