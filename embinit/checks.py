@@ -10,10 +10,10 @@ import typing
 from pathlib import Path
 from typing import Iterator
 
-from embinit.config import ConfigError, dim_of, heads_by_dim, heads_for, sides_of, violations
+from embinit.config import ConfigError, dim_of, heads_by_dim, heads_for, initializers_of, sides_of, violations
 from embinit.extensions import ExtensionError, load as load_extensions, registries
 from embinit.registry import AtLeast
-from embinit.outputs import OUTPUTS
+from embinit.outputs import OUTPUTS, generated_initializers, generated_variants
 from embinit.runsheet import trained_blocks
 
 
@@ -54,7 +54,7 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
     lists = [("outputs", config["outputs"], OUTPUTS), ("initializers", config["initializers"], inits)]
     lists += [("run_blocks", config["run_blocks"], blocks)]
     lists += [(f"blocks.{n}.initializers", b.get("initializers", []), inits) for n, b in blocks.items()]
-    parts = {"blocks": blocks, "initializers": inits, "variants": config["variants"]}
+    parts = {"blocks": blocks, "initializers": inits, "bases": inits, "variants": config["variants"]}
     for key, section in sections.items():
         lists += [(f"{key}.{part}", section.get(part, []), allowed) for part, allowed in parts.items()]
     for key, names, allowed in lists:
@@ -119,6 +119,7 @@ def check(config: dict) -> None:
     for name in config["blocks"]:
         _check_block(config, name)
     _check_outputs(config)
+    _check_sweeps(config)
     _check_heads(config)
 
 
@@ -141,6 +142,26 @@ def _check_outputs(config: dict) -> None:
                     f"config key {name}.side: the {side} of block {block!r} has no pre-trained source "
                     f"(blocks.{block}.sources.{side} is null); {name} needs one"
                 )
+
+
+def _check_sweeps(config: dict) -> None:
+    """A sweep's names (Table 12's rescaled initializers, Table 13's lr variants) are new and its params fit its
+    registry entry; the initializers it names are its block's (it reuses their runs)."""
+    inits = registries()["initializer"]
+    for name, (entry, params) in generated_initializers(config).items():
+        if name in inits:
+            raise ConfigError(f"config key initializers: {name!r}, a sweep's initializer, is a registry entry too")
+        if lines := violations(params_schema(inits[entry]), params, f"{entry}({name})"):
+            raise ConfigError("\n".join(lines))
+    for name in generated_variants(config):
+        if name in config["variants"]:
+            raise ConfigError(f"config key variants.{name}: the name of a sweep's variant (a learning rate); rename it")
+    for key, out in OUTPUTS.items():
+        if (out.variants or out.initializers) and key in config:
+            section = config[key]
+            for part in ("initializers", "bases"):
+                for i, init in enumerate(section.get(part, [])):
+                    _require(init, initializers_of(config, section["block"]), f"{key}.{part}[{i}]")
 
 
 def _check_heads(config: dict) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import yaml
 
 
@@ -115,3 +116,23 @@ def raw_files(config: dict, blocks) -> list[str]:
             f for s in config["blocks"][block]["sources"].values() if s for f in config["sources"][s]["files"].values()
         )
     return sorted(paths)
+
+
+def scaled_initializers(section: dict) -> dict[str, dict]:
+    """Table 12's initializers by name, each {base, k}: the base at k = 1 (the block's own runs, reused), else
+    <base>_x<k> (e.g. Pretrained_Xavier_x4), the base's layer times k (initializer Scaled)."""
+    return {
+        (base if k == 1 else f"{base}_x{k:g}"): {"base": base, "k": float(k)}
+        for base in section["bases"]
+        for k in section["scales"]
+    }
+
+
+def lr_variants(config: dict) -> dict[str, float]:
+    """Table 13's variant of each learning rate: `base` for its block's own (those runs are reused), lr<rate> (e.g.
+    lr3e-4) for the others."""
+    t13 = config["table13"]
+    own = lr_of(config, t13["block"])
+    return {
+        ("base" if lr == own else "lr" + np.format_float_scientific(lr, trim="-", exp_digits=1)): lr for lr in t13["lr"]
+    }

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import pandas as pd
 
-from embinit.config import initializers_of
+from embinit.config import initializers_of, lr_variants, scaled_initializers
 
 # One file of a block side an output reads: block, side, file ("layer": an initializer's layer; "pretrained": the
 # side's pre-trained matrix; "tokens": its rows' tokens), initializer (None but for a layer) and seed
@@ -43,6 +43,11 @@ class Output:
     markdown: bool = True  # a table also written as Markdown
     reads_tables: bool = False  # reads the `compared` tables built and the runs of the `seeded` ones
     valid_bleu: bool = False  # plots validation BLEU per epoch: its runs decode it (config train.valid_bleu: auto)
+    drawn: bool = False  # a table whose builder also draws it (<name>.png)
+    # A sweep's runs beyond the configured ones: variants (name -> switches, with its `lr`) and initializers (name ->
+    # the registry entry and params its layer runs), named so that their runs fit results/<block>/<init>/seed<k>/<variant>/
+    variants: Callable[[dict], dict[str, dict]] | None = None
+    initializers: Callable[[dict], dict[str, tuple[str, dict]]] | None = None
 
     def config_of(self, config: dict) -> dict:
         """The config sections its builder reads, with model and the sources of the blocks they name: a change there
@@ -100,6 +105,17 @@ def _table3_runs(config: dict) -> dict:
 def _section_runs(name: str, parts=("blocks", "initializers", "variants")) -> Callable[[dict], dict]:
     """Config section `name`'s selection: its blocks, initializers and variants."""
     return lambda config: {part: config[name][part] for part in parts}
+
+
+def _table12_layers(config: dict) -> dict[str, tuple[str, dict]]:
+    doses = scaled_initializers(config["table12"])
+    return {name: ("Scaled", dose) for name, dose in doses.items() if name != dose["base"]}
+
+
+def _table13_variants(config: dict) -> dict[str, dict]:
+    return {
+        name: {**config["variants"]["base"], "lr": lr} for name, lr in lr_variants(config).items() if name != "base"
+    }
 
 
 OUTPUTS: dict[str, Output] = {
@@ -230,6 +246,28 @@ OUTPUTS: dict[str, Output] = {
             files=("final", "metrics"),
             figure=True,
         ),
+        Output(  # the pre-trained layer and Xavier's at k times their sigma: scale apart from content
+            "table12",
+            "Beyond the paper",
+            runs=lambda config: {
+                "blocks": [config["table12"]["block"]],
+                "initializers": list(scaled_initializers(config["table12"])),
+            },
+            sections=("table12",),
+            drawn=True,
+            initializers=_table12_layers,
+        ),
+        Output(  # Finding 1's checks at each learning rate
+            "table13",
+            "Beyond the paper",
+            runs=lambda config: {
+                "blocks": [config["table13"]["block"]],
+                "initializers": config["table13"]["initializers"],
+                "variants": list(lr_variants(config)),
+            },
+            drawn=True,
+            variants=_table13_variants,
+        ),
         Output("paper_comparison", "Paper vs ours", reads_tables=True),
         Output(
             "embedding_matches",
@@ -244,3 +282,33 @@ OUTPUTS: dict[str, Output] = {
         ),
     ]
 }
+
+
+def _generated(config: dict, kind: str) -> dict:
+    """The variants or initializers (`kind`) the sweeps of the outputs the config has a section for add."""
+    return {
+        name: entry
+        for out in OUTPUTS.values()
+        if getattr(out, kind) and out.name in config
+        for name, entry in getattr(out, kind)(config).items()
+    }
+
+
+def generated_variants(config: dict) -> dict[str, dict]:
+    """The variants the sweeps add (Table 13's learning rates): name -> switches, with its `lr`."""
+    return _generated(config, "variants")
+
+
+def variants_of(config: dict) -> dict[str, dict]:
+    """Every variant a run may name: the config's and the sweeps'."""
+    return {**config["variants"], **generated_variants(config)}
+
+
+def generated_initializers(config: dict) -> dict[str, tuple[str, dict]]:
+    """The initializers the sweeps add (Table 12's rescaled layers): name -> registry entry and params."""
+    return _generated(config, "initializers")
+
+
+def layer_recipe(config: dict, init: str) -> tuple[str, dict]:
+    """The registry entry and params a layer of `init` runs: a sweep's, or the configured initializer's own."""
+    return generated_initializers(config).get(init) or (init, config["initializer_params"].get(init, {}))

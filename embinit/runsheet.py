@@ -12,7 +12,7 @@ import pandas as pd
 
 from embinit.config import initializers_of, seeds_of
 from embinit.layers.initializers import display_name
-from embinit.outputs import OUTPUTS
+from embinit.outputs import OUTPUTS, generated_initializers, variants_of
 
 COLUMNS = [
     "output",
@@ -57,7 +57,7 @@ def _seeds(config: dict, block: str, seeds) -> list[int]:
 
 def describe(config: dict, block: str, init: str, seed: int, variant: str) -> dict:
     """A run's row without its output and files: what it is and how the paper's tables name it."""
-    cfg, switches = config["blocks"][block], config["variants"][variant]
+    cfg, switches = config["blocks"][block], variants_of(config)[variant]
     sources, display = block_sources(config, block)
     return {
         "block": block,
@@ -76,6 +76,12 @@ def describe(config: dict, block: str, init: str, seed: int, variant: str) -> di
     }
 
 
+def _initializers(config: dict, block: str, wanted: list[str] | None) -> list[str]:
+    """The block's initializers a selection wants (None: all of them), then the sweeps' it names (Table 12's)."""
+    own = [i for i in initializers_of(config, block) if wanted is None or i in wanted]
+    return own + [i for i in wanted or [] if i in generated_initializers(config)]
+
+
 def run_sheet(config: dict, paths: dict[str, str]) -> pd.DataFrame:
     """One row per (output, run) of `selections`, in the config's order, with a column per `paths` template
     (name -> template with {block}, {init}, {seed}, {variant}: the run's files)."""
@@ -87,8 +93,7 @@ def run_sheet(config: dict, paths: dict[str, str]) -> pd.DataFrame:
         }
         for sel in selections(config)
         for block in sel["blocks"]
-        for init in initializers_of(config, block)
-        if sel.get("initializers") is None or init in sel["initializers"]
+        for init in _initializers(config, block, sel.get("initializers"))
         for variant in sel.get("variants", ["base"])
         for seed in _seeds(config, block, sel.get("seeds_by_variant", {}).get(variant, sel.get("seeds")))
     ]

@@ -8,16 +8,18 @@ from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
+from embinit.outputs import layer_recipe, variants_of
 from embinit.training import Placement
 
 
 def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> dict:
-    """A layer's spec; `fingerprint` holds the initializer's params and code."""
-    params = config["initializer_params"].get(init, {})
+    """A layer's spec; `fingerprint` holds the initializer's params and code. A sweep's initializer (Table 12's
+    Pretrained_Xavier_x4) runs its registry entry (Scaled) with its own params."""
+    entry, params = layer_recipe(config, init)
     return {
-        "initializer": init,
+        "initializer": entry,
         "params": params,
-        "fingerprint": fingerprint(init, params),
+        "fingerprint": fingerprint(entry, params),
         "seed": seed,
         "dim": dim_of(config, block),
         "side": side,
@@ -26,23 +28,25 @@ def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> dic
 
 def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plotted: bool) -> dict:
     """A run's spec, except where it runs (Placement). `plotted`: a figure draws its validation BLEU per epoch, which
-    under `train.valid_bleu: auto` is what makes it decode the validation split every epoch."""
+    under `train.valid_bleu: auto` is what makes it decode the validation split every epoch. A sweep's variant
+    (Table 13's lr3e-4) sets its own `lr`."""
     block_cfg, task = config["blocks"][block], config["tasks"][config["blocks"][block]["task"]]
+    switches = variants_of(config)[variant]
     setting = config["train"]["valid_bleu"]
     return {
         "kind": task["kind"],
         "model": config["model"],
         "train": {k: v for k, v in config["train"].items() if k not in Placement.CONFIG_KEYS},
-        "variant": config["variants"][variant],
+        "variant": switches,
         "epochs": block_cfg["epochs"],
         "batch_size": block_cfg["batch_size"],
-        "lr": lr_of(config, block),
+        "lr": switches.get("lr", lr_of(config, block)),
         "seed": seed,
         "valid_bleu": plotted if setting == "auto" else bool(setting),
         "num_classes": task.get("num_classes"),
         "tokenizer": tokenizer_of(config, block),
         "languages": task["languages"],
-        "position_code": code_fingerprint(POSITION_ENCODINGS[config["variants"][variant]["pos_encoding"]]),
+        "position_code": code_fingerprint(POSITION_ENCODINGS[switches["pos_encoding"]]),
         "run": {"block": block, "task": block_cfg["task"], "initializer": init, "seed": seed, "variant": variant},
     }
 

@@ -8,7 +8,7 @@ from embinit.config import evaluated_splits, sides_of, task_sides, tokenizer_of
 from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
 from embinit.layers.initializers import INITIALIZERS, reads_pretrained
-from embinit.outputs import OUTPUTS, seeded_tables
+from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, variants_of
 from embinit.records import ResultsLock, plan, sidecar_of
 from embinit.runsheet import layer_sheet, plotted, run_sheet
 from embinit.specs import layer_spec, train_spec
@@ -70,8 +70,8 @@ wildcard_constraints:
     block=_choice(config["blocks"]),
     side="encoder|decoder",
     seed=r"\d+",
-    variant=_choice(config["variants"]),
-    init=_choice(INITIALIZERS),
+    variant=_choice(variants_of(config)),
+    init=_choice([*INITIALIZERS, *generated_initializers(config)]),
 
 
 def raw(relpath):
@@ -115,7 +115,8 @@ def layer_params(wc):
 
 def layer_inputs(wc):
     layer = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=wc.side)
-    pretrained = source_of(wc.block, wc.side) and reads_pretrained(wc.init)  # Xavier reads only N and D
+    entry = layer_recipe(config, wc.init)[0]
+    pretrained = source_of(wc.block, wc.side) and reads_pretrained(entry)  # Xavier reads only N and D
     return {
         "vocab": block_path(VOCAB, wc.block, side=wc.side),
         "pretrained": fill(PRETRAINED, block=wc.block, side=wc.side) if pretrained else [],
@@ -142,11 +143,13 @@ def train_inputs(wc):
 
 
 def output_files(out):
-    """A figure's PNG and its data, a table's CSV (and Markdown); the first is in the HTML report."""
+    """A figure's PNG and its data, a table's CSV (and Markdown, and a drawn table's PNG); the first (and a drawn
+    table's PNG) is in the HTML report."""
     shown = report(fill(FIGURE if out.figure else TABLE, name=out.name), f"../report/{out.name}.rst", out.category)
     if out.figure:
         return {"png": shown, "csv": fill(TABLE, name=out.name)}
-    return {"csv": shown, **({"md": fill(TABLE_MD, name=out.name)} if out.markdown else {})}
+    drawn = {"png": report(fill(FIGURE, name=out.name), f"../report/{out.name}.rst", out.category)} if out.drawn else {}
+    return {"csv": shown, **({"md": fill(TABLE_MD, name=out.name)} if out.markdown else {}), **drawn}
 
 
 def output_inputs(out):

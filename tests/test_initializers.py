@@ -140,6 +140,7 @@ def test_display_names():
         "GloVe_Xavier",
         "Xavier_GloVe",
         "GloVe_Shuffled",
+        "Scaled",
     ]
 
 

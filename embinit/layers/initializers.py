@@ -107,6 +107,14 @@ def pretrained_shuffled(pretrained, shape, rng, mode: Literal["rows_columns", "e
     raise ValueError(f"Pretrained_Shuffled: unknown mode {mode!r}; allowed: rows_columns, elements")
 
 
+@register("Scaled")
+def scaled(pretrained, shape, rng, base: Literal["Pretrained_Xavier", "Xavier"] = "Pretrained_Xavier", k: float = 1.0):
+    """Table 12's dose: the base's layer times k, so its sigma is k times the base's (Xavier: the content-free
+    control)."""
+    layer = pretrained_xavier(pretrained, shape, rng) if base == "Pretrained_Xavier" else xavier(None, shape, rng)
+    return (layer * np.float32(k)).astype(np.float32)
+
+
 def _lookup(name: str) -> Initializer:
     if name not in INITIALIZERS:
         raise ValueError(f"unknown initializer {name!r}; allowed: {', '.join(INITIALIZERS)}")

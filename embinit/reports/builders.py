@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from embinit.reports import analogy, comparison, figures, statistics, tables
+from embinit.config import scaled_initializers
+from embinit.reports import analogy, comparison, figures, statistics, sweeps, tables
 from embinit.reports.matches import write_match_report
 
 
@@ -89,6 +90,17 @@ def table11(job) -> pd.DataFrame:
 
 def figure2(job) -> pd.DataFrame:
     return figures.figure2(_rows(job), job.output.png, job.output.csv)
+
+
+def table12(job) -> pd.DataFrame:
+    section, runs, out = job.params.config["table12"], _rows(job), job.output
+    doses = scaled_initializers(section)
+    runs = runs.assign(**{key: [doses[i][key] for i in runs.initializer] for key in ("base", "k")})
+    return sweeps.table12(runs, section["bases"], out.csv, out.md, out.png)
+
+
+def table13(job) -> pd.DataFrame:
+    return sweeps.table13(_rows(job), job.output.csv, job.output.md, job.output.png)
 
 
 def paper_comparison(job) -> pd.DataFrame:

@@ -24,7 +24,15 @@ import pandas as pd
 from scipy import stats
 
 from embinit.reports.format import markdown_table, write_csv_md
-from embinit.reports.tables import SIZES, paired_difference, per_seed, result_metrics, t_interval, table3_metrics
+from embinit.reports.tables import (
+    SIZES,
+    paired_difference,
+    per_seed,
+    result_metrics,
+    t_interval,
+    table3_metrics,
+    verdict_of,
+)
 
 
 class Layout(NamedTuple):
@@ -204,8 +212,7 @@ def evaluate(check: Check, values: pd.DataFrame, ours: pd.DataFrame, paper: pd.D
         d = (wide[list(check.terms)] * list(check.terms.values())).sum(axis=1, min_count=len(check.terms)).dropna()
         paired = paired_difference(d)
         low, high = paired["ci_low"], paired["ci_high"]  # NaN below 2 seeds: undecided
-        side = "holds" if (low > 0) == (sign > 0) else "contradicted"  # if the interval excludes zero
-        verdict = side if low > 0 or high < 0 else "undecided"
+        verdict = verdict_of(low, high, sign)
         out.update(diff=paired["diff"], ci_low=low, ci_high=high, p=paired["p_paired_t"])
         out.update(n_seeds=len(d), verdict=verdict)
         if verdict == "undecided" and len(d) >= 2:

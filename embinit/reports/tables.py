@@ -71,6 +71,14 @@ def paired_difference(d) -> dict:
     return out
 
 
+def verdict_of(low: float, high: float, sign: int = +1) -> str:
+    """A claimed difference of sign `sign` judged by its 95% interval: holds or contradicted when the interval
+    excludes zero on the claimed or the other side, undecided when it holds zero or is undefined (NaN)."""
+    if low > 0 or high < 0:
+        return "holds" if (low > 0) == (sign > 0) else "contradicted"
+    return "undecided"
+
+
 def compare_to_xavier(values: pd.Series, xavier: pd.Series) -> dict:
     """Paired (by seed) difference to Xavier (both series indexed by seed): `paired_difference` of the seeds both
     have, as columns diff_vs_xavier, n_pairs, p_paired_t, ci_low, ci_high."""

@@ -1,0 +1,184 @@
+"""Beyond the paper, Finding 1 along a sweep: Table 12 (the layer's scale apart from its content: each base layer
+times k) and Table 13 (Finding 1's checks at each learning rate), each with its figure.
+
+Each receives exactly its runs (the run sheet's rows, embinit.runsheet), reads their accuracy from final.json and
+judges a difference paired by seed by its 95% t-interval, as Table 1's Δ and the paper comparison do.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from embinit.io import atomic_path
+from embinit.layers.initializers import display_name
+from embinit.reports.format import markdown_table, write_csv_md
+from embinit.reports.tables import field, paired_difference, per_seed, read_final, t_interval, verdict_of
+
+# Table 13's checks of Finding 1 (a wide distribution hurts, standardizing recovers): (minuend, subtrahend, sign of
+# the claimed difference)
+FINDING1 = [("Pretrained", "Xavier", -1), ("Pretrained_Xavier", "Pretrained", +1)]
+
+
+def _accuracy(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each run's best validation accuracy in %, beside its sheet columns."""
+    long = per_seed(runs)
+    return long[long.metric == "accuracy_pct"]
+
+
+def _cell(values: pd.Series, prefix: str) -> dict:
+    """A cell over seeds: n, mean and its 95% t-interval (none with one seed)."""
+    low, high = t_interval(values.mean(), values.std(ddof=1), len(values))
+    return {f"{prefix}_n_seeds": len(values), f"{prefix}_mean": values.mean(), f"{prefix}_ci_low": low,
+            f"{prefix}_ci_high": high}  # fmt: skip
+
+
+def _paired(a: pd.Series, b: pd.Series, prefix: str, sign: int = +1) -> dict:
+    """a - b over the seeds both have (each indexed by seed), its 95% t-interval and the verdict on `sign`."""
+    pairs = pd.concat([a, b], axis=1, join="inner").dropna()
+    d = paired_difference(pairs.iloc[:, 0] - pairs.iloc[:, 1])
+    return {prefix: d["diff"], f"{prefix}_ci_low": d["ci_low"], f"{prefix}_ci_high": d["ci_high"],
+            f"{prefix}_n_pairs": d["n_pairs"], f"{prefix}_verdict": verdict_of(d["ci_low"], d["ci_high"], sign)}  # fmt: skip
+
+
+def _shown(row, prefix: str) -> str:
+    """'80.1 [79.2, 81.0] (5)': a cell's mean, interval and seeds; '-' without runs."""
+    if not row[f"{prefix}_n_seeds"]:
+        return "-"
+    ci = "" if pd.isna(row[f"{prefix}_ci_low"]) else f" [{row[f'{prefix}_ci_low']:.1f}, {row[f'{prefix}_ci_high']:.1f}]"
+    return f"{row[f'{prefix}_mean']:.1f}{ci} ({row[f'{prefix}_n_seeds']})"
+
+
+def _delta(row, prefix: str) -> str:
+    """'-1.2 [-2.0, -0.4]': a paired difference with its interval; '-' without pairs."""
+    if pd.isna(row[prefix]):
+        return "-"
+    ci = (
+        ""
+        if pd.isna(row[f"{prefix}_ci_low"])
+        else f" [{row[f'{prefix}_ci_low']:+.1f}, {row[f'{prefix}_ci_high']:+.1f}]"
+    )
+    return f"{row[prefix]:+.1f}{ci}"
+
+
+def _plot(table: pd.DataFrame, x: str, curves: dict[str, str], xlabel: str, title: str, png_path) -> None:
+    """Accuracy against `x` on a log axis, a curve per prefix of `curves` (prefix -> label), with 95% t-intervals."""
+    fig = Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.subplots()
+    for prefix, label in curves.items():
+        mean = table[f"{prefix}_mean"]
+        errors = [(mean - table[f"{prefix}_ci_low"]).fillna(0), (table[f"{prefix}_ci_high"] - mean).fillna(0)]
+        ax.errorbar(table[x], mean, yerr=errors, marker="o", capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xticks(table[x], [f"{v:g}" for v in table[x]])
+    ax.minorticks_off()  # the sweep's values label the axis
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("Validation accuracy % (mean, 95% t-interval)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png", dpi=150)
+
+
+def _ks(ks) -> str:
+    return ", ".join(f"{k:g}" for k in ks) or "none"
+
+
+def table12(runs: pd.DataFrame, bases: list[str], csv_path, md_path, png_path) -> pd.DataFrame:
+    """Table 12: a row per k, per base (columns `base`, `k` beside the sheet's) the accuracy over seeds and its
+    paired difference to k = 1, and the first of `bases` minus the second at that k (does content matter at this k?)."""
+    acc = _accuracy(runs).set_index("seed")
+    scales = sorted(pd.unique(runs.k))
+    first = runs.iloc[0]
+    labels = {b: display_name(b, first.family) for b in bases}
+    cells = {(b, k): acc.value[(acc.base == b) & (acc.k == k)] for b in bases for k in scales}
+    rows = []
+    for k in scales:
+        row = {"block": first.block, "source_display": first.source_display, "k": k}
+        for b in bases:
+            one = cells.get((b, 1.0), acc.value.iloc[:0]) if k != 1 else acc.value.iloc[:0]
+            row |= _cell(cells[b, k], b) | _paired(cells[b, k], one, f"{b}_diff_vs_k1")
+        if len(bases) == 2:  # claimed: the pre-trained content helps at the same scale
+            row |= _paired(cells[bases[0], k], cells[bases[1], k], "content_diff")
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    parts = [(fmt, p) for b in bases for fmt, p in ((_shown, b), (_delta, f"{b}_diff_vs_k1"))]
+    header = ["k", *(f"{labels[b]} {part}" for b in bases for part in ("acc % [95% CI] (n)", "Δ vs k = 1"))]
+    lines = []
+    for b in bases:
+        means = table[f"{b}_mean"]
+        falls = "falls" if means.is_monotonic_decreasing and means.is_unique else "does not fall"
+        harm = _ks(table.k[table[f"{b}_diff_vs_k1_ci_high"] < 0])
+        lines.append(f"- {labels[b]}: accuracy {falls} monotonically with k (means); below k = 1's at k = {harm}.")
+    if len(bases) == 2:
+        parts += [(_delta, "content_diff"), (lambda r, p: r[p], "content_diff_verdict")]
+        header += [f"{labels[bases[0]]} − {labels[bases[1]]}", "content helps"]
+        by = {v: _ks(table.k[table.content_diff_verdict == v]) for v in ("holds", "contradicted", "undecided")}
+        lines.append(
+            f"- Content ({labels[bases[0]]} − {labels[bases[1]]} at the same k): helps (holds) at k = {by['holds']}; "
+            f"hurts (contradicted) at k = {by['contradicted']}; undecided at k = {by['undecided']}."
+        )
+    cells_md = [[f"{r['k']:g}", *(fmt(r, p) for fmt, p in parts)] for _, r in table.iterrows()]
+    body = (
+        f"Each base layer times k ({first.block}: {first.source_display}). Accuracy in %: mean [95% t-interval] "
+        "(seeds). Δ: paired by seed, mean [95% t-interval]; a verdict holds or is contradicted when the interval "
+        "excludes zero on the claimed or the other side, else undecided.\n\n"
+        + markdown_table(header, cells_md)
+        + "\nVerdict:\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    write_csv_md(csv_path, md_path, table, "# Table 12 (beyond the paper): scale dose-response\n\n" + body)
+    title = f"Accuracy against the layer's scale k ({first.block})"
+    _plot(table, "k", labels, "k (times the base layer's σ), log scale", title, png_path)
+    return table
+
+
+def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
+    """Table 13: a row per learning rate (read from each run's final.json), per initializer the accuracy over seeds,
+    and Finding 1's checks (GloVe < Xavier, GloVe_Xavier > GloVe) paired by seed with their verdicts."""
+    runs = runs.assign(lr=[field(f, read_final(f), "lr") for f in runs.final])
+    acc = _accuracy(runs).set_index("seed")
+    inits, first = list(pd.unique(runs.initializer)), runs.iloc[0]
+    labels = dict(zip(runs.initializer, runs.label))
+    checks = [(a, b, sign) for a, b, sign in FINDING1 if a in inits and b in inits]
+    rows = []
+    for lr in sorted(pd.unique(runs.lr)):
+        at = acc[acc.lr == lr]
+        cells = {i: at.value[at.initializer == i] for i in inits}
+        row = {"block": first.block, "source_display": first.source_display, "lr": lr, "variant": at.variant.iloc[0]}
+        for i in inits:
+            row |= _cell(cells[i], i)
+        for a, b, sign in checks:
+            row |= _paired(cells[a], cells[b], f"{a}_minus_{b}", sign)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    claims = {(a, b): f"{labels[a]} {'<' if sign < 0 else '>'} {labels[b]}" for a, b, sign in checks}
+    header = ["lr", *(f"{labels[i]} acc % [95% CI] (n)" for i in inits)]
+    header += [f"{claims[a, b]}: {part}" for a, b, _ in checks for part in ("Δ", "verdict")]
+    cells_md = [
+        [f"{r['lr']:g}", *(_shown(r, i) for i in inits)]
+        + [c for a, b, _ in checks for c in (_delta(r, f"{a}_minus_{b}"), r[f"{a}_minus_{b}_verdict"])]
+        for _, r in table.iterrows()
+    ]
+    lines = []
+    for a, b, _ in checks:
+        by = {v: ", ".join(f"{lr:g}" for lr in table.lr[table[f"{a}_minus_{b}_verdict"] == v]) or "none"
+              for v in ("holds", "contradicted", "undecided")}  # fmt: skip
+        lines.append(
+            f"- {claims[a, b]}: holds at lr = {by['holds']}; contradicted at lr = {by['contradicted']}; "
+            f"undecided at lr = {by['undecided']}."
+        )
+    body = (
+        f"Finding 1 at each learning rate ({first.block}: {first.source_display}). Accuracy in %: mean [95% "
+        "t-interval] (seeds). Δ: paired by seed, mean [95% t-interval]; holds or contradicted when the interval "
+        "excludes zero on the claimed or the other side, else undecided.\n\n"
+        + markdown_table(header, cells_md)
+        + "\nVerdict:\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    write_csv_md(csv_path, md_path, table, "# Table 13 (beyond the paper): learning rate\n\n" + body)
+    title = f"Accuracy against the learning rate ({first.block})"
+    _plot(table, "lr", {i: labels[i] for i in inits}, "learning rate, log scale", title, png_path)
+    return table
