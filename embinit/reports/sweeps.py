@@ -84,6 +84,19 @@ def _ks(ks) -> str:
     return ", ".join(f"{k:g}" for k in ks) or "none"
 
 
+def _markdown(name: str, what: str, intro: str, header: list[str], cells: list[list[str]], verdicts: list[str]) -> str:
+    """A sweep table's Markdown: title, how to read its cells, the table and its verdict lines."""
+    return (
+        f"# {name} (beyond the paper): {what}\n\n{intro} Accuracy in %: mean [95% t-interval] (seeds). Δ: paired by "
+        "seed, mean [95% t-interval]; a verdict holds or is contradicted when the interval excludes zero on the "
+        "claimed or the other side, else undecided.\n\n"
+        + markdown_table(header, cells)
+        + "\nVerdict:\n\n"
+        + "\n".join(verdicts)
+        + "\n"
+    )
+
+
 def table12(runs: pd.DataFrame, bases: list[str], csv_path, md_path, png_path) -> pd.DataFrame:
     """Table 12: a row per k, per base (columns `base`, `k` beside the sheet's) the accuracy over seeds and its
     paired difference to k = 1, and the first of `bases` minus the second at that k (does content matter at this k?)."""
@@ -119,16 +132,8 @@ def table12(runs: pd.DataFrame, bases: list[str], csv_path, md_path, png_path) -
             f"hurts (contradicted) at k = {by['contradicted']}; undecided at k = {by['undecided']}."
         )
     cells_md = [[f"{r['k']:g}", *(fmt(r, p) for fmt, p in parts)] for _, r in table.iterrows()]
-    body = (
-        f"Each base layer times k ({first.block}: {first.source_display}). Accuracy in %: mean [95% t-interval] "
-        "(seeds). Δ: paired by seed, mean [95% t-interval]; a verdict holds or is contradicted when the interval "
-        "excludes zero on the claimed or the other side, else undecided.\n\n"
-        + markdown_table(header, cells_md)
-        + "\nVerdict:\n\n"
-        + "\n".join(lines)
-        + "\n"
-    )
-    write_csv_md(csv_path, md_path, table, "# Table 12 (beyond the paper): scale dose-response\n\n" + body)
+    intro = f"Each base layer times k ({first.block}: {first.source_display})."
+    write_csv_md(csv_path, md_path, table, _markdown("Table 12", "scale dose-response", intro, header, cells_md, lines))
     title = f"Accuracy against the layer's scale k ({first.block})"
     _plot(table, "k", labels, "k (times the base layer's σ), log scale", title, png_path)
     return table
@@ -169,16 +174,8 @@ def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
             f"- {claims[a, b]}: holds at lr = {by['holds']}; contradicted at lr = {by['contradicted']}; "
             f"undecided at lr = {by['undecided']}."
         )
-    body = (
-        f"Finding 1 at each learning rate ({first.block}: {first.source_display}). Accuracy in %: mean [95% "
-        "t-interval] (seeds). Δ: paired by seed, mean [95% t-interval]; holds or contradicted when the interval "
-        "excludes zero on the claimed or the other side, else undecided.\n\n"
-        + markdown_table(header, cells_md)
-        + "\nVerdict:\n\n"
-        + "\n".join(lines)
-        + "\n"
-    )
-    write_csv_md(csv_path, md_path, table, "# Table 13 (beyond the paper): learning rate\n\n" + body)
+    intro = f"Finding 1 at each learning rate ({first.block}: {first.source_display})."
+    write_csv_md(csv_path, md_path, table, _markdown("Table 13", "learning rate", intro, header, cells_md, lines))
     title = f"Accuracy against the learning rate ({first.block})"
     _plot(table, "lr", {i: labels[i] for i in inits}, "learning rate, log scale", title, png_path)
     return table
