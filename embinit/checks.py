@@ -146,7 +146,7 @@ def _check_outputs(config: dict) -> None:
 
 def _check_sweeps(config: dict) -> None:
     """A sweep's names (Table 12's rescaled initializers, Table 13's lr variants) are new and its params fit its
-    registry entry; the initializers it names are its block's (it reuses their runs)."""
+    registry entry; the initializers a sweep in `outputs` names are its block's (it reuses their runs)."""
     inits = registries()["initializer"]
     for name, (entry, params) in generated_initializers(config).items():
         if name in inits:
@@ -156,8 +156,8 @@ def _check_sweeps(config: dict) -> None:
     for name in generated_variants(config):
         if name in config["variants"]:
             raise ConfigError(f"config key variants.{name}: the name of a sweep's variant (a learning rate); rename it")
-    for key, out in OUTPUTS.items():
-        if (out.variants or out.initializers) and key in config:
+    for key, out in OUTPUTS.items():  # of the sweeps asked for: a config that drops an initializer builds the rest
+        if (out.variants or out.initializers) and key in config["outputs"]:
             section = config[key]
             for part in ("initializers", "bases"):
                 for i, init in enumerate(section.get(part, [])):
