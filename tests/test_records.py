@@ -14,7 +14,7 @@ import pytest
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.config import load, seeds_of
+from embinit.config import initializers_of, load, seeds_of
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
@@ -88,8 +88,13 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
 def test_offline_table5_recomputes_from_the_base_run_records():
     """Table 5's per-block settings and minutes per epoch are those of the block's committed base runs."""
     table = pd.read_csv(RESULTS / "offline-cpu/table5.csv")
-    for row in table.itertuples():
-        records = [json.loads(p.read_text()) for p in run_finals(RESULTS / "offline-cpu", row.block)]
+    config = load_default_config()
+    update_config(config, load(REPO / "config/offline-cpu.yaml"))
+    for row in table.itertuples():  # the block's own initializers: a sweep's runs (Table 12's) share its directory
+        finals = [
+            f for i in initializers_of(config, row.block) for f in run_finals(RESULTS / "offline-cpu", row.block, i)
+        ]
+        records = [json.loads(p.read_text()) for p in finals]
         assert len(records) == row.n_runs, row.block
         assert {record["epochs"] for record in records} == {row.epochs}, row.block
         minutes = statistics.fmean(record["train_minutes_per_epoch"] for record in records)
