@@ -136,8 +136,9 @@ def train_inputs(wc):
     inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_params(wc))
     for side in sides_of(config, wc.block):
         inputs[f"emb_{side}"] = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=side)
-    for split in evaluated_splits(config, task):  # BLEU's
+    if evaluated_splits(config, task):  # BLEU's
         inputs["detokenizer"] = block_path(DETOKENIZER, wc.block)
+    for split in evaluated_splits(config, task):
         inputs[f"references_{split}"] = block_path(REFERENCES, wc.block, split=split)
     return inputs
 
@@ -155,7 +156,7 @@ def output_files(out):
 def output_inputs(out):
     """An output's input files: its runs' (the sheet's columns `out.files`), its layer files, and the raw files its
     config sections name; the paper comparison reads the tables built and the seeded ones' runs."""
-    runs = RUNS[RUNS.output.isin(out.sheet_outputs(config))]  # boolean masks: DataFrame.query (lookup's) is slower
+    runs = sheet_of(out)
     inputs = {column: runs[column].tolist() for column in out.files}
     inputs["layers"] = LAYERS.path[LAYERS.output == out.name].tolist()
     inputs.update({role: raw(relpath) for role, relpath in out.raw_files(config).items()})
@@ -165,7 +166,12 @@ def output_inputs(out):
     return inputs
 
 
+def sheet_of(out):
+    """The run-sheet rows `out` reads (a boolean mask: DataFrame.query, lookup's, is slower)."""
+    return RUNS[RUNS.output.isin(out.sheet_outputs(config))]
+
+
 def sheet_rows(out):
     """The run-sheet rows `out`'s builder reads (params.rows); the paper comparison's keep their `output`."""
-    rows = RUNS[RUNS.output.isin(out.sheet_outputs(config))]
+    rows = sheet_of(out)
     return (rows if out.reads_tables else rows.drop(columns="output")).to_dict("records")
