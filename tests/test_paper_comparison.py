@@ -201,6 +201,23 @@ def test_our_tables_match_the_papers_rows_and_columns(tmp_path):
     assert "ours (table1.csv, table2.csv, table3.csv, table4.csv, table5.csv, table6.csv)" in md
 
 
+def test_the_sweep_tables_claims_come_beyond_the_papers_cells(tmp_path):
+    runs = write_results(tmp_path)
+    diff = {"Xavier_diff_vs_k1": [np.nan, -2.0], "Xavier_diff_vs_k1_ci_low": [np.nan, -3.0],
+            "Xavier_diff_vs_k1_ci_high": [np.nan, -1.0], "Xavier_diff_vs_k1_n_pairs": [0, 5],
+            "Xavier_diff_vs_k1_verdict": ["undecided", "holds"]}  # fmt: skip
+    pd.DataFrame({"block": "sst2_glove6b50d", "family": "GloVe", "k": [1.0, 4.0], **diff}).to_csv(
+        tmp_path / "table12.csv", index=False
+    )
+    compare(tmp_path, runs)
+    assert set(pd.read_csv(tmp_path / "paper_comparison.csv").table) == {1, 2, 3, 4, 5, 6}  # no paper cells
+    md = (tmp_path / "paper_comparison.md").read_text()
+    beyond = md.split("## Beyond the paper")[1]
+    assert "the claims of Table 12," in beyond
+    assert md_has_row(beyond, "12", "Xavier at k = 4 below k = 1", "-2.00 [-3.00, -1.00]", "5", "**holds**")
+    assert "k = 1 below" not in beyond  # k = 1 against itself is no claim
+
+
 def test_reads_exactly_the_tables_it_is_given(tmp_path):
     runs = write_results(tmp_path)
     given = [tmp_path / "table1.csv", tmp_path / "table4_sensitivity.csv", tmp_path / "table5.csv"]

@@ -24,6 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from embinit.reports.format import markdown_table, write_csv_md
+from embinit.reports.sweeps import claims
 from embinit.reports.tables import (
     SIZES,
     paired_difference,
@@ -55,6 +56,7 @@ LAYOUT = {
     7: Layout(["label"], ["task", "metric"], RESULT_STATS),
     8: Layout(["label"], ["task"], LAYER_STATS),
 }
+BEYOND = (12, 13)  # tables beyond the paper that judge their own claims (embinit.reports.sweeps.claims)
 COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "ci_low", "ci_high", "vs_paper", "source"]
 FINDINGS = {
     "F1": "Raw pre-trained GloVe (large σ) starts worse than Xavier, and GloVe_Xavier (standardized) recovers it",
@@ -284,6 +286,20 @@ def _cells_markdown(paper: pd.DataFrame, cells: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
+def _beyond_markdown(parts: dict[int, pd.DataFrame]) -> str:
+    """Beyond the paper: each claim a sweep table judges (Finding 1 along a scale or a learning rate), as a row."""
+    if not parts:
+        return ""
+    tables = ("Tables " if len(parts) > 1 else "Table ") + " and ".join(map(str, parts))
+    rows = [[f"{r.table}", r.claim, f"{r.diff:+.2f}" + ("" if pd.isna(r.ci_low) else f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"),
+             str(r.n_pairs), f"**{r.verdict}**"] for part in parts.values() for r in part.itertuples()]  # fmt: skip
+    return (
+        f"\n## Beyond the paper\n\nFinding 1 tested where the paper did not: the claims of {tables}, "
+        "each a difference of accuracy (%) paired by seed with its 95% t-interval and verdict as above.\n\n"
+        + markdown_table(["Table", "Claim", "Δ [95% CI]", "Seeds", "Verdict"], rows)
+    )
+
+
 def paper_comparison(
     table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_path, seeded: Collection[int]
 ) -> pd.DataFrame:
@@ -293,7 +309,7 @@ def paper_comparison(
     paper = pd.read_csv(paper_csv)
     found = {}
     for path in map(Path, table_csvs):
-        if m := re.fullmatch(r"table(\d)\.csv", path.name):
+        if m := re.fullmatch(r"table(\d+)\.csv", path.name):
             if int(m[1]) in found:
                 raise ValueError(f"Table {m[1]} is given twice: {found[int(m[1])]} and {path}")
             found[int(m[1])] = path
@@ -311,6 +327,7 @@ def paper_comparison(
         + _findings_markdown(checks)
         + "\n"
         + _cells_markdown(paper, cells)
+        + _beyond_markdown({n: claims(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in BEYOND})
     )
     write_csv_md(csv_path, md_path, cells, md)
     return checks

@@ -33,7 +33,7 @@ def _cell(values: pd.Series, prefix: str) -> dict:
             f"{prefix}_ci_high": high}  # fmt: skip
 
 
-def _paired(a: pd.Series, b: pd.Series, prefix: str, sign: int = +1) -> dict:
+def _paired(a: pd.Series, b: pd.Series, prefix: str, sign: int) -> dict:
     """a - b over the seeds both have (each indexed by seed), its 95% t-interval and the verdict on `sign`."""
     pairs = pd.concat([a, b], axis=1, join="inner").dropna()
     d = paired_difference(pairs.iloc[:, 0] - pairs.iloc[:, 1])
@@ -107,12 +107,12 @@ def table12(runs: pd.DataFrame, bases: list[str], csv_path, md_path, png_path) -
     cells = {(b, k): acc.value[(acc.base == b) & (acc.k == k)] for b in bases for k in scales}
     rows = []
     for k in scales:
-        row = {"block": first.block, "source_display": first.source_display, "k": k}
-        for b in bases:
+        row = {"block": first.block, "family": first.family, "source_display": first.source_display, "k": k}
+        for b in bases:  # claimed: away from k = 1 the layer does worse
             one = cells.get((b, 1.0), acc.value.iloc[:0]) if k != 1 else acc.value.iloc[:0]
-            row |= _cell(cells[b, k], b) | _paired(cells[b, k], one, f"{b}_diff_vs_k1")
+            row |= _cell(cells[b, k], b) | _paired(cells[b, k], one, f"{b}_diff_vs_k1", -1)
         if len(bases) == 2:  # claimed: the pre-trained content helps at the same scale
-            row |= _paired(cells[bases[0], k], cells[bases[1], k], "content_diff")
+            row |= _paired(cells[bases[0], k], cells[bases[1], k], "content_diff", +1)
         rows.append(row)
     table = pd.DataFrame(rows)
     parts = [(fmt, p) for b in bases for fmt, p in ((_shown, b), (_delta, f"{b}_diff_vs_k1"))]
@@ -121,7 +121,7 @@ def table12(runs: pd.DataFrame, bases: list[str], csv_path, md_path, png_path) -
     for b in bases:
         means = table[f"{b}_mean"]
         falls = "falls" if means.is_monotonic_decreasing and means.is_unique else "does not fall"
-        harm = _ks(table.k[table[f"{b}_diff_vs_k1_ci_high"] < 0])
+        harm = _ks(table.k[table[f"{b}_diff_vs_k1_verdict"] == "holds"])
         lines.append(f"- {labels[b]}: accuracy {falls} monotonically with k (means); below k = 1's at k = {harm}.")
     if len(bases) == 2:
         parts += [(_delta, "content_diff"), (lambda r, p: r[p], "content_diff_verdict")]
@@ -151,7 +151,8 @@ def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
     for lr in sorted(pd.unique(runs.lr)):
         at = acc[acc.lr == lr]
         cells = {i: at.value[at.initializer == i] for i in inits}
-        row = {"block": first.block, "source_display": first.source_display, "lr": lr, "variant": at.variant.iloc[0]}
+        row = {"block": first.block, "family": first.family, "source_display": first.source_display, "lr": lr,
+               "variant": at.variant.iloc[0]}  # fmt: skip
         for i in inits:
             row |= _cell(cells[i], i)
         for a, b, sign in checks:
@@ -179,3 +180,27 @@ def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
     title = f"Accuracy against the learning rate ({first.block})"
     _plot(table, "lr", {i: labels[i] for i in inits}, "learning rate, log scale", title, png_path)
     return table
+
+
+def claims(table: int, frame: pd.DataFrame) -> pd.DataFrame:
+    """The claims Table 12 or 13 (`frame`, its CSV) judges, a row each: claim, Δ with its 95% interval and pairs,
+    verdict (the paper comparison's part beyond the paper)."""
+    label = lambda init: display_name(init, frame.family.iloc[0])  # noqa: E731
+    if table == 12:
+        bases = [c.removesuffix("_diff_vs_k1") for c in frame.columns if c.endswith("_diff_vs_k1")]
+        tests = [(f"{b}_diff_vs_k1", f"{label(b)} at k = {{k:g}} below k = 1") for b in bases]
+        if "content_diff" in frame:
+            tests.append(("content_diff", f"{label(bases[0])} above {label(bases[1])} at k = {{k:g}}"))
+        where = "k"
+    else:
+        tests = [(f"{a}_minus_{b}", f"{label(a)} {'<' if sign < 0 else '>'} {label(b)} at lr = {{lr:g}}")
+                 for a, b, sign in FINDING1 if f"{a}_minus_{b}" in frame]  # fmt: skip
+        where = "lr"
+    rows = [
+        {"table": table, "claim": claim.format(**{where: r[where]}), "diff": r[p], "ci_low": r[f"{p}_ci_low"],
+         "ci_high": r[f"{p}_ci_high"], "n_pairs": r[f"{p}_n_pairs"], "verdict": r[f"{p}_verdict"]}
+        for p, claim in tests
+        for _, r in frame.iterrows()
+        if r[f"{p}_n_pairs"]
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["table", "claim", "diff", "ci_low", "ci_high", "n_pairs", "verdict"])
