@@ -14,7 +14,7 @@ import pytest
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.config import initializers_of, load, seeds_of
+from embinit.config import initializers_of, load, scaled_initializers, seeds_of
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
@@ -87,9 +87,7 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
 
 def test_offline_table5_recomputes_from_the_base_run_records():
     """Table 5's per-block settings and minutes per epoch are those of the block's committed base runs."""
-    table = pd.read_csv(RESULTS / "offline-cpu/table5.csv")
-    config = load_default_config()
-    update_config(config, load(REPO / "config/offline-cpu.yaml"))
+    table, config = pd.read_csv(RESULTS / "offline-cpu/table5.csv"), offline_config()
     for row in table.itertuples():  # the block's own initializers: a sweep's runs (Table 12's) share its directory
         finals = [
             f for i in initializers_of(config, row.block) for f in run_finals(RESULTS / "offline-cpu", row.block, i)
@@ -99,6 +97,30 @@ def test_offline_table5_recomputes_from_the_base_run_records():
         assert {record["epochs"] for record in records} == {row.epochs}, row.block
         minutes = statistics.fmean(record["train_minutes_per_epoch"] for record in records)
         assert row.train_minutes_per_epoch == pytest.approx(minutes), row.block
+
+
+def offline_config() -> dict:
+    config = load_default_config()
+    update_config(config, load(REPO / "config/offline-cpu.yaml"))  # as the workflow merges --configfile
+    return config
+
+
+def assert_cell_recomputes(where, mean, n_seeds, finals: list) -> None:
+    """A sweep table's accuracy cell (mean over seeds, in %) is that of its runs' final.json."""
+    assert len(finals) == n_seeds, where
+    assert mean == pytest.approx(statistics.fmean(100 * json.loads(f.read_text())["best_valid_acc"] for f in finals))
+
+
+def test_offline_table12_recomputes_from_its_runs_records():
+    """Each (base, k) cell of Table 12 is the mean of its runs `<base>_x<k>` (the base's own runs at k = 1)."""
+    config = offline_config()
+    section, table = config["table12"], pd.read_csv(RESULTS / "offline-cpu/table12.csv")
+    names = {(dose["base"], dose["k"]): name for name, dose in scaled_initializers(section).items()}
+    assert sorted(table.k) == sorted(map(float, section["scales"]))
+    for row in table.itertuples():
+        for base in section["bases"]:
+            finals = run_finals(RESULTS / "offline-cpu", section["block"], names[base, row.k])
+            assert_cell_recomputes((base, row.k), getattr(row, f"{base}_mean"), getattr(row, f"{base}_n_seeds"), finals)
 
 
 def sacrebleu(ref, hyp, *options) -> float:
