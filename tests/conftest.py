@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from snakemake.utils import update_config
 
 # torch's OpenMP threads sleep rather than spin while they wait (set before torch loads): on 2 cores shared with
 # other work, spinning made the toy training runs up to 5x slower (docs/performance.md, "Test tiers"); no result
@@ -103,6 +104,14 @@ TIMING = ["train_seconds", "valid_seconds", "tokens_per_second", "mechanism_seco
 
 def load_default_config() -> dict:
     return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def result_set_config(result_set: str, overrides: dict | None = None) -> dict:
+    """config.yaml with config/<result_set>.yaml (and `overrides`) merged in, as snakemake merges --configfile."""
+    config = load_default_config()
+    update_config(config, yaml.safe_load((REPO / "config" / f"{result_set}.yaml").read_text()))
+    update_config(config, overrides or {})
+    return config
 
 
 RUNNING: dict[str, pytest.Item] = {}  # "test": the test being set up or run

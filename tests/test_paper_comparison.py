@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy.stats import t as stats_t
 
-from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, save_runs
+from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, result_set_config, save_runs
 from embinit.reports import comparison as pc
 from embinit.reports import statistics as stats, tables
 from embinit.layers.analogy import TRANSFORMS
@@ -297,13 +297,9 @@ def test_a_finding_without_our_cells_is_not_measured(tmp_path):
 
 def test_committed_offline_results(tmp_path):
     """The committed records: the rule's own inputs, from the run sheet of config/offline-cpu.yaml."""
-    from snakemake.utils import update_config
-
-    from embinit.config import load
     from embinit.runsheet import run_sheet
 
-    config = load(REPO / "config.yaml")
-    update_config(config, load(REPO / "config" / "offline-cpu.yaml"))
+    config = result_set_config("offline-cpu")
     sheet = run_sheet(
         config, {"final": str(REPO / "results/offline-cpu/{block}/{init}/seed{seed}/{variant}/final.json")}
     )

@@ -11,10 +11,9 @@ import sys
 
 import pandas as pd
 import pytest
-from snakemake.utils import update_config
 
-from conftest import REPO, load_default_config
-from embinit.config import initializers_of, load, scaled_initializers, seeds_of
+from conftest import REPO, result_set_config
+from embinit.config import initializers_of, scaled_initializers, seeds_of
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
@@ -69,8 +68,7 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
     """Table 3 takes the first `table3.seeds` seeds of each cell (config/<result_set>.yaml), or of a variant's
     `table3.seeds_by_variant`, so the offline base cells use seed 0 of Table 1's three; every run it uses trained
     for the block's full epochs."""
-    config = load_default_config()
-    update_config(config, load(REPO / f"config/{result_set}.yaml"))  # as the workflow merges --configfile
+    config = result_set_config(result_set)
     block = config["table3"]["block"]
     by_variant = config["table3"].get("seeds_by_variant", {})
     table_path = RESULTS / result_set / "table3.csv"
@@ -87,7 +85,7 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
 
 def test_offline_table5_recomputes_from_the_base_run_records():
     """Table 5's per-block settings and minutes per epoch are those of the block's committed base runs."""
-    table, config = pd.read_csv(RESULTS / "offline-cpu/table5.csv"), offline_config()
+    table, config = pd.read_csv(RESULTS / "offline-cpu/table5.csv"), result_set_config("offline-cpu")
     for row in table.itertuples():  # the block's own initializers: a sweep's runs (Table 12's) share its directory
         finals = [
             f for i in initializers_of(config, row.block) for f in run_finals(RESULTS / "offline-cpu", row.block, i)
@@ -99,21 +97,16 @@ def test_offline_table5_recomputes_from_the_base_run_records():
         assert row.train_minutes_per_epoch == pytest.approx(minutes), row.block
 
 
-def offline_config() -> dict:
-    config = load_default_config()
-    update_config(config, load(REPO / "config/offline-cpu.yaml"))  # as the workflow merges --configfile
-    return config
-
-
 def assert_cell_recomputes(where, mean, n_seeds, finals: list) -> None:
     """A sweep table's accuracy cell (mean over seeds, in %) is that of its runs' final.json."""
     assert len(finals) == n_seeds, where
-    assert mean == pytest.approx(statistics.fmean(100 * json.loads(f.read_text())["best_valid_acc"] for f in finals))
+    accuracy = RECORD_VALUE["accuracy_pct"]
+    assert mean == pytest.approx(statistics.fmean(accuracy(json.loads(f.read_text())) for f in finals)), where
 
 
 def test_offline_table12_recomputes_from_its_runs_records():
     """Each (base, k) cell of Table 12 is the mean of its runs `<base>_x<k>` (the base's own runs at k = 1)."""
-    config = offline_config()
+    config = result_set_config("offline-cpu")
     section, table = config["table12"], pd.read_csv(RESULTS / "offline-cpu/table12.csv")
     names = {(dose["base"], dose["k"]): name for name, dose in scaled_initializers(section).items()}
     assert sorted(table.k) == sorted(map(float, section["scales"]))

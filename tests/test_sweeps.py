@@ -6,10 +6,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from snakemake.utils import update_config
 
-from conftest import REPO, load_default_config, md_has_row, save_runs
+from conftest import md_has_row, result_set_config, save_runs
 from embinit.checks import check
 from embinit.config import ConfigError, lr_of
 from embinit.layers.initializers import fingerprint, initialize, mean_std
@@ -24,11 +22,7 @@ BLOCK = "sst2_glove6b50d"
 
 
 def offline_config(overrides: dict | None = None) -> dict:
-    """config.yaml with config/offline-cpu.yaml (and `overrides`) merged in, as snakemake merges them."""
-    config = load_default_config()
-    update_config(config, yaml.safe_load((REPO / "config" / "offline-cpu.yaml").read_text()))
-    update_config(config, overrides or {})
-    return config
+    return result_set_config("offline-cpu", overrides)
 
 
 @pytest.mark.parametrize("base", ["Pretrained_Xavier", "Xavier"])
@@ -161,7 +155,12 @@ def test_table12_pairs_each_k_with_k_1_and_the_two_bases_at_each_k(tmp_path):
     assert claims.loc["GloVe_Xavier at k = 64 below k = 1"].verdict == "holds"
     assert claims.loc["Xavier at k = 0.25 below k = 1"].verdict == "undecided"  # Xavier x 0.25 = Xavier x 1 + noise
     assert claims.loc["GloVe_Xavier above Xavier at k = 64"].tolist()[:5] == [
-        12, pytest.approx(-5.0), at64.content_diff_ci_low, at64.content_diff_ci_high, 4]
+        12,
+        pytest.approx(-5.0),
+        at64.content_diff_ci_low,
+        at64.content_diff_ci_high,
+        4,
+    ]
     assert claims.loc["GloVe_Xavier above Xavier at k = 64"].verdict == "contradicted"
 
 

@@ -80,6 +80,11 @@ def _plot(table: pd.DataFrame, x: str, curves: dict[str, str], xlabel: str, titl
         fig.savefig(tmp, format="png", dpi=150)
 
 
+def _finding1(a: str, b: str, sign: int, label) -> str:
+    """'GloVe < Xavier': a Finding 1 check of `a` against `b`, named by `label` (initializer -> table name)."""
+    return f"{label(a)} {'<' if sign < 0 else '>'} {label(b)}"
+
+
 def _ks(ks) -> str:
     return ", ".join(f"{k:g}" for k in ks) or "none"
 
@@ -159,7 +164,7 @@ def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
             row |= _paired(cells[a], cells[b], f"{a}_minus_{b}", sign)
         rows.append(row)
     table = pd.DataFrame(rows)
-    claims = {(a, b): f"{labels[a]} {'<' if sign < 0 else '>'} {labels[b]}" for a, b, sign in checks}
+    claims = {(a, b): _finding1(a, b, sign, labels.get) for a, b, sign in checks}
     header = ["lr", *(f"{labels[i]} acc % [95% CI] (n)" for i in inits)]
     header += [f"{claims[a, b]}: {part}" for a, b, _ in checks for part in ("Δ", "verdict")]
     cells_md = [
@@ -193,7 +198,7 @@ def claims(table: int, frame: pd.DataFrame) -> pd.DataFrame:
             tests.append(("content_diff", f"{label(bases[0])} above {label(bases[1])} at k = {{k:g}}"))
         where = "k"
     else:
-        tests = [(f"{a}_minus_{b}", f"{label(a)} {'<' if sign < 0 else '>'} {label(b)} at lr = {{lr:g}}")
+        tests = [(f"{a}_minus_{b}", f"{_finding1(a, b, sign, label)} at lr = {{lr:g}}")
                  for a, b, sign in FINDING1 if f"{a}_minus_{b}" in frame]  # fmt: skip
         where = "lr"
     rows = [
