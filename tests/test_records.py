@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, result_set_config
-from embinit.config import initializers_of, scaled_initializers, seeds_of
+from embinit.config import initializers_of, lr_variants, scaled_initializers, seeds_of
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
@@ -114,6 +114,21 @@ def test_offline_table12_recomputes_from_its_runs_records():
         for base in section["bases"]:
             finals = run_finals(RESULTS / "offline-cpu", section["block"], names[base, row.k])
             assert_cell_recomputes((base, row.k), getattr(row, f"{base}_mean"), getattr(row, f"{base}_n_seeds"), finals)
+
+
+def test_offline_table13_recomputes_from_its_runs_records():
+    """Each (lr, initializer) cell of Table 13 is the mean of the initializer's runs of that lr's variant, whose
+    records carry that lr."""
+    config = result_set_config("offline-cpu")
+    section, table = config["table13"], pd.read_csv(RESULTS / "offline-cpu/table13.csv")
+    assert sorted(table.lr) == sorted(section["lr"]) and set(table.variant) == set(lr_variants(config))
+    for row in table.itertuples():
+        for init in section["initializers"]:
+            finals = run_finals(RESULTS / "offline-cpu", section["block"], init, row.variant)
+            assert {json.loads(f.read_text())["lr"] for f in finals} == {row.lr}, (init, row.variant)
+            assert_cell_recomputes(
+                (init, row.lr), getattr(row, f"{init}_mean"), getattr(row, f"{init}_n_seeds"), finals
+            )
 
 
 def sacrebleu(ref, hyp, *options) -> float:
