@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from embinit.reports.format import markdown_table, write_csv_md
-from embinit.reports.sweeps import claims
+from embinit.reports.sweeps import CLAIMED, claims
 from embinit.reports.tables import (
     SIZES,
     paired_difference,
@@ -56,7 +56,6 @@ LAYOUT = {
     7: Layout(["label"], ["task", "metric"], RESULT_STATS),
     8: Layout(["label"], ["task"], LAYER_STATS),
 }
-BEYOND = (12, 13)  # tables beyond the paper that judge their own claims (embinit.reports.sweeps.claims)
 COLUMNS = ["table", "row", "column", "paper", "ours", "n_seeds", "ci_low", "ci_high", "vs_paper", "source"]
 FINDINGS = {
     "F1": "Raw pre-trained GloVe (large σ) starts worse than Xavier, and GloVe_Xavier (standardized) recovers it",
@@ -327,7 +326,7 @@ def paper_comparison(
         + _findings_markdown(checks)
         + "\n"
         + _cells_markdown(paper, cells)
-        + _beyond_markdown({n: claims(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in BEYOND})
+        + _beyond_markdown({n: claims(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in CLAIMED})
     )
     write_csv_md(csv_path, md_path, cells, md)
     return checks

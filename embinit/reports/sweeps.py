@@ -187,20 +187,30 @@ def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
     return table
 
 
+def _table12_claims(frame: pd.DataFrame, label) -> tuple[str, list[tuple[str, str]]]:
+    """Table 12 claims each base below its k = 1 at every other k, and the first base above the second at each k."""
+    bases = [c.removesuffix("_diff_vs_k1") for c in frame.columns if c.endswith("_diff_vs_k1")]
+    tests = [(f"{b}_diff_vs_k1", f"{label(b)} at k = {{k:g}} below k = 1") for b in bases]
+    if "content_diff" in frame:
+        tests.append(("content_diff", f"{label(bases[0])} above {label(bases[1])} at k = {{k:g}}"))
+    return "k", tests
+
+
+def _table13_claims(frame: pd.DataFrame, label) -> tuple[str, list[tuple[str, str]]]:
+    """Table 13 claims Finding 1's checks at every learning rate."""
+    return "lr", [(f"{a}_minus_{b}", f"{_finding1(a, b, sign, label)} at lr = {{lr:g}}")
+                  for a, b, sign in FINDING1 if f"{a}_minus_{b}" in frame]  # fmt: skip
+
+
+# The sweep tables that judge claims of their own (paper_comparison's part beyond the paper): table number -> what
+# a row is swept along and, per claim, its CSV column prefix and wording.
+CLAIMED = {12: _table12_claims, 13: _table13_claims}
+
+
 def claims(table: int, frame: pd.DataFrame) -> pd.DataFrame:
-    """The claims Table 12 or 13 (`frame`, its CSV) judges, a row each: claim, Δ with its 95% interval and pairs,
+    """The claims a table of CLAIMED (`frame`, its CSV) judges, a row each: claim, Δ with its 95% interval and pairs,
     verdict (the paper comparison's part beyond the paper)."""
-    label = lambda init: display_name(init, frame.family.iloc[0])  # noqa: E731
-    if table == 12:
-        bases = [c.removesuffix("_diff_vs_k1") for c in frame.columns if c.endswith("_diff_vs_k1")]
-        tests = [(f"{b}_diff_vs_k1", f"{label(b)} at k = {{k:g}} below k = 1") for b in bases]
-        if "content_diff" in frame:
-            tests.append(("content_diff", f"{label(bases[0])} above {label(bases[1])} at k = {{k:g}}"))
-        where = "k"
-    else:
-        tests = [(f"{a}_minus_{b}", f"{_finding1(a, b, sign, label)} at lr = {{lr:g}}")
-                 for a, b, sign in FINDING1 if f"{a}_minus_{b}" in frame]  # fmt: skip
-        where = "lr"
+    where, tests = CLAIMED[table](frame, lambda init: display_name(init, frame.family.iloc[0]))
     rows = [
         {"table": table, "claim": claim.format(**{where: r[where]}), "diff": r[p], "ci_low": r[f"{p}_ci_low"],
          "ci_high": r[f"{p}_ci_high"], "n_pairs": r[f"{p}_n_pairs"], "verdict": r[f"{p}_verdict"]}
