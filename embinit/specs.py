@@ -29,14 +29,15 @@ def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> dic
 def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plotted: bool) -> dict:
     """A run's spec, except where it runs (Placement). `plotted`: a figure draws its validation BLEU per epoch, which
     under `train.valid_bleu: auto` is what makes it decode the validation split every epoch. A sweep's variant
-    (Table 13's lr3e-4) sets its own `lr`."""
+    (Table 13's lr3e-4) sets its own `lr`; a variant's `model` and `train` override those sections' keys (the
+    recipe ablation's `model.init`, `train.batching`)."""
     block_cfg, task = config["blocks"][block], config["tasks"][config["blocks"][block]["task"]]
     switches = variants_of(config)[variant]
     setting = config["train"]["valid_bleu"]
     return {
         "kind": task["kind"],
-        "model": config["model"],
-        "train": {k: v for k, v in config["train"].items() if k not in Placement.CONFIG_KEYS},
+        "model": {**config["model"], **switches.get("model", {})},
+        "train": {k: v for k, v in {**config["train"], **switches.get("train", {})}.items() if k not in Placement.CONFIG_KEYS},
         "variant": switches,
         "epochs": block_cfg["epochs"],
         "batch_size": block_cfg["batch_size"],

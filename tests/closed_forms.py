@@ -29,10 +29,13 @@ def translator_parameters(
     max_len: int = 256,
     heads: int = 8,
     output_embedding: str = "untied",
+    final_norm: bool = True,
 ) -> int:
-    """Closed form of Translator.num_parameters(): a tied output weight is the decoder's embedding (counted once)."""
+    """Closed form of Translator.num_parameters(): a tied output weight is the decoder's embedding (counted once);
+    each stack's final LayerNorm has 2D."""
     embeddings = (n_src + n_tgt) * dim + 2 * position_parameters(pos_encoding, dim, max_len, heads)
     stacks = layers * (encoder_layer_parameters(dim, ffn_dim) + decoder_layer_parameters(dim, ffn_dim))
+    stacks += 2 * 2 * dim * final_norm
     output = (0 if output_embedding == "tied" else dim * n_tgt) + n_tgt
     return embeddings + stacks + output
 
@@ -46,8 +49,9 @@ def classifier_parameters(
     pos_encoding: str = "sinusoidal",
     max_len: int = 256,
     heads: int = 8,
+    final_norm: bool = True,
 ) -> int:
-    """Closed form of Classifier.num_parameters()."""
+    """Closed form of Classifier.num_parameters(): the encoder stack's final LayerNorm has 2D."""
     positions = position_parameters(pos_encoding, dim, max_len, heads)
-    encoder = layers * encoder_layer_parameters(dim, ffn_dim)
+    encoder = layers * encoder_layer_parameters(dim, ffn_dim) + 2 * dim * final_norm
     return n_vocab * dim + positions + encoder + dim * num_classes + num_classes

@@ -50,17 +50,22 @@ def test_multi30k_glove_translator_has_about_11m_parameters():
     assert heads == 10
     model = Translator(matrix(7853, 300), matrix(5893, 300), ModelConfig(heads=heads, ffn_dim=512, layers=3))
     count = model.num_parameters()
-    assert count == translator_parameters(7853, 5893, 300) == 11_005_465
+    # the recipe's nn.Transformer: the two stacks' final LayerNorms add 4 x 300 to the first model's 11,005,465
+    assert count == translator_parameters(7853, 5893, 300) == 11_006_665
     assert abs(count - 11.0e6) <= 0.03 * 11.0e6
+    legacy = Translator(matrix(7853, 300), matrix(5893, 300), ModelConfig(heads=10, init="legacy", final_norm=False))
+    assert legacy.num_parameters() == translator_parameters(7853, 5893, 300, final_norm=False) == 11_005_465
 
 
-def test_non_embedding_weights_are_xavier_and_embeddings_are_copied():
+def test_legacy_weights_are_xavier_with_zero_biases_and_embeddings_are_copied():
     emb = matrix(30, 16)
-    model = Translator(emb, matrix(20, 16), ModelConfig(pos_encoding="sinusoidal", **SMALL))
+    model = Translator(emb, matrix(20, 16), ModelConfig(pos_encoding="sinusoidal", init="legacy", **SMALL))
     assert torch.equal(model.encoder.input.embedding.weight, torch.from_numpy(emb))
     weight = model.encoder.layers[0].ffn[0].weight  # Linear(16, 24)
     assert weight.abs().max() <= np.sqrt(6 / (16 + 24))
     assert torch.count_nonzero(model.encoder.layers[0].ffn[0].bias) == 0
+    query = model.encoder.layers[0].attention.query.weight  # its own 16 x 16 draw
+    assert query.abs().max() > np.sqrt(6 / (4 * 16))
     assert torch.equal(model.encoder.input.position.table, torch.from_numpy(sinusoidal_table(32, 16)))
 
 

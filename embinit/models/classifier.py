@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from embinit.models.config import ModelConfig
-from embinit.models.layers import Encoder, xavier_init
+from embinit.models.layers import INITS, Encoder
 
 
 class Classifier(nn.Module):
@@ -29,7 +29,7 @@ class Classifier(nn.Module):
             )
         self.encoder = Encoder(embedding, config)
         self.output = nn.Linear(embedding.shape[1], num_classes)
-        xavier_init(self)
+        INITS[config.init](self)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, S) ids -> class logits (B, num_classes)."""

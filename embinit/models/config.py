@@ -8,6 +8,9 @@ from embinit.config import heads_for
 
 OUTPUT_EMBEDDINGS = ("untied", "tied", "initialized")  # the translator's output projection (embinit.models.translator)
 EMBEDDING_TRAINABLE = (True, False, "encoder", "decoder")  # both sides, neither, or only the named one
+# how the non-embedding parameters start (embinit.models.layers.INITS): `recipe` as the PyTorch translation recipe
+# initializes nn.Transformer (the paper's), `legacy` as this project's first model did (results made with it say so)
+MODEL_INITS = ("recipe", "legacy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +25,8 @@ class ModelConfig:
     # True, False, or the one side whose input embedding trains ("encoder" / "decoder"; the translator's only)
     embedding_trainable: bool | str = True
     output_embedding: str = "untied"  # one of OUTPUT_EMBEDDINGS; the classifier takes only untied
+    init: str = "recipe"  # one of MODEL_INITS
+    final_norm: bool = True  # a LayerNorm after each stack, as nn.TransformerEncoder / Decoder put there
 
     def __post_init__(self):
         if self.embedding_trainable not in EMBEDDING_TRAINABLE:
@@ -30,6 +35,8 @@ class ModelConfig:
             )
         if self.output_embedding not in OUTPUT_EMBEDDINGS:
             raise ValueError(f"output_embedding must be one of {OUTPUT_EMBEDDINGS}, not {self.output_embedding!r}")
+        if self.init not in MODEL_INITS:
+            raise ValueError(f"model init must be one of {MODEL_INITS}, not {self.init!r}")
 
     def trains_embedding(self, side: str) -> bool:
         """Whether the input embedding of `side` ("encoder" / "decoder") trains: freezing one side only asks
@@ -38,7 +45,8 @@ class ModelConfig:
 
     @classmethod
     def from_config(cls, model: dict, variant: dict, dim: int) -> ModelConfig:
-        """From config `model` and one `variants` entry; D decides the heads (`model.heads_by_dim`)."""
+        """From config `model` (a variant's `model` overrides already merged in) and one `variants` entry; D decides
+        the heads (`model.heads_by_dim`)."""
         return cls(
             heads=heads_for(model, dim),
             ffn_dim=model["ffn_dim"],
@@ -49,4 +57,6 @@ class ModelConfig:
             max_len=model["max_len"],
             embedding_trainable=variant["embedding_trainable"],
             output_embedding=variant.get("output_embedding", "untied"),
+            init=model["init"],
+            final_norm=model["final_norm"],
         )

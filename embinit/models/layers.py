@@ -75,6 +75,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.input = TokenInput(embedding, config)
         self.layers = nn.ModuleList(EncoderLayer(embedding.shape[1], config) for _ in range(config.layers))
+        self.norm = final_norm(embedding.shape[1], config)
 
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) ids -> states (B, S, D) and keep (B, 1, 1, S), True at real (non-pad) tokens."""
@@ -82,7 +83,7 @@ class Encoder(nn.Module):
         x = self.input(ids)
         for layer in self.layers:
             x = layer(x, keep, self.input.position)
-        return x, keep
+        return self.norm(x), keep
 
 
 class MultiHeadAttention(nn.Module):
@@ -252,12 +253,42 @@ class LayerCache:
         self.memory = layer.cross_attention.keys_values(memory)
 
 
-def xavier_init(model: nn.Module) -> None:
-    """Xavier-uniform for every linear weight, zero biases; LayerNorms keep 1 / 0 (SPEC section 1)."""
+def final_norm(dim: int, config: ModelConfig) -> nn.Module:
+    """The LayerNorm nn.Transformer puts after its encoder and its decoder stack (post-LN layers before it)."""
+    return nn.LayerNorm(dim) if config.final_norm else nn.Identity()
+
+
+def recipe_init(model: nn.Module) -> None:
+    """nn.Transformer as the PyTorch translation recipe starts it: xavier_uniform_ on every weight matrix.
+
+    The recipe's attention packs Q, K and V into one (3D x D) in_proj_weight, so theirs are the thirds of one Xavier
+    draw over that shape (bound sqrt(6 / 4D)), with zero biases, and the out-projection bias is zero too
+    (nn.MultiheadAttention._reset_parameters); every other Linear (feed-forward, output) keeps nn.Linear's own bias,
+    U(+-1 / sqrt(fan_in)). LayerNorms keep 1 / 0; embeddings and position encodings are not touched here.
+    """
+    attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    projections = {id(m.query) for m in attention} | {id(m.key) for m in attention} | {id(m.value) for m in attention}
+    with torch.no_grad():
+        for module in attention:
+            packed = nn.init.xavier_uniform_(module.query.weight.new_empty(3 * module.query.in_features, module.query.in_features))
+            for linear, part in zip((module.query, module.key, module.value), packed.chunk(3)):
+                linear.weight.copy_(part)
+                linear.bias.zero_()
+            module.out.bias.zero_()
+        for module in model.modules():
+            if isinstance(module, nn.Linear) and id(module) not in projections:
+                nn.init.xavier_uniform_(module.weight)
+
+
+def legacy_init(model: nn.Module) -> None:
+    """Xavier-uniform for every linear weight (Q, K, V each its own D x D draw), zero biases; LayerNorms keep 1 / 0."""
     for module in model.modules():
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             nn.init.zeros_(module.bias)
+
+
+INITS = {"recipe": recipe_init, "legacy": legacy_init}  # ModelConfig.init -> how the non-embedding weights start
 
 
 def _future(queries: int, keys: int, device: torch.device) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from embinit.models.config import ModelConfig
-from embinit.models.layers import DecoderLayer, Encoder, LayerCache, TokenInput, xavier_init
+from embinit.models.layers import INITS, DecoderLayer, Encoder, LayerCache, TokenInput, final_norm
 from embinit.models.loss import linear_cross_entropy
 from embinit.data.vocab import BOS, EOS, PAD
 
@@ -28,10 +28,11 @@ class Translator(nn.Module):
         self.encoder = Encoder(src_embedding, config)
         self.decoder_input = TokenInput(tgt_embedding, config, side="decoder")
         self.decoder = nn.ModuleList(DecoderLayer(dim, config) for _ in range(config.layers))
+        self.decoder_norm = final_norm(dim, config)
         self.output = nn.Linear(dim, tgt_embedding.shape[0])
-        xavier_init(self)
-        # coupled after xavier_init, which must not overwrite it; every other weight is then the same as
-        # untied's for the same seed
+        INITS[config.init](self)
+        # coupled after the init, which must not overwrite it; every other weight is then the same as untied's for
+        # the same seed
         embedding = self.decoder_input.embedding.weight
         if config.output_embedding == "tied":  # one parameter: a frozen embedding freezes the projection too
             self.output.weight = embedding
@@ -48,7 +49,7 @@ class Translator(nn.Module):
         y = self.decoder_input(tgt)
         for layer in self.decoder:
             y = layer(y, memory, memory_keep, self.decoder_input.position)
-        return y
+        return self.decoder_norm(y)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Next-token logits (B, T, N_dec) for every prefix of tgt (teacher forcing)."""
@@ -91,7 +92,7 @@ class Translator(nn.Module):
             y = self.decoder_input(token, start=step - 1)  # (B, 1, D)
             for layer, cache in zip(self.decoder, caches):
                 y = layer.step(y, cache, keep, self.decoder_input.position)
-            token = self.output(y[:, -1]).argmax(-1).masked_fill(done, PAD)[:, None]  # (B, 1)
+            token = self.output(self.decoder_norm(y[:, -1])).argmax(-1).masked_fill(done, PAD)[:, None]  # (B, 1)
             out.append(token)
             done |= (token[:, 0] == EOS) | (step >= limits)
             if done.all():

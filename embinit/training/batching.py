@@ -1,8 +1,8 @@
-"""Datasets from the tokenized Parquet files (docs/design.md) and length-bucketed batches.
+"""Datasets from the tokenized Parquet files (docs/design.md) and the training batches (`train.batching`).
 
-Batches hold exactly `batch_size` sentences (the paper's Table 5) but are drawn from sentences of similar
-length, so little compute goes to padding; the batch order is reshuffled every epoch from a seeded
-torch.Generator, whose state the training checkpoint saves.
+`random` (the paper's recipe: a DataLoader that shuffles): each epoch a seeded permutation cut into batches of
+`batch_size`, the last one smaller. `bucketed` (a speed option): batches of sentences of similar length, so little
+compute goes to padding. Both draw from a seeded torch.Generator, whose state the training checkpoint saves.
 """
 
 from __future__ import annotations
@@ -87,6 +87,24 @@ def load_dataset(kind: str, path: str, max_len: int) -> TranslationData | Classi
     raise ValueError(f"unknown task kind {kind!r}")
 
 
+class RandomBatchSampler:
+    """Each epoch: a uniform random permutation cut into batches of `batch_size` (torch's DataLoader with
+    shuffle=True); only the last batch of an epoch can be smaller."""
+
+    def __init__(self, size: int, batch_size: int, generator: torch.Generator):
+        self.size = size
+        self.batch_size = batch_size
+        self.generator = generator
+
+    def __len__(self) -> int:
+        return -(-self.size // self.batch_size)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        order = torch.randperm(self.size, generator=self.generator).numpy()
+        for i in range(0, self.size, self.batch_size):
+            yield order[i : i + self.batch_size]
+
+
 class BucketBatchSampler:
     """Each epoch: shuffle, stably sort by length bucket (every column of `lengths`, width
     `bucket_width`), cut into batches of `batch_size`, and shuffle the batch order.
@@ -112,6 +130,20 @@ class BucketBatchSampler:
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         for b in torch.randperm(len(batches), generator=self.generator).tolist():
             yield batches[b]
+
+
+BATCHINGS = ("random", "bucketed")  # train.batching
+
+
+def batch_sampler(
+    batching: str, lengths: np.ndarray, batch_size: int, bucket_width: int, generator: torch.Generator
+) -> RandomBatchSampler | BucketBatchSampler:
+    """The training batches `train.batching` names, over examples of these `lengths`."""
+    if batching == "random":
+        return RandomBatchSampler(len(lengths), batch_size, generator)
+    if batching == "bucketed":
+        return BucketBatchSampler(lengths, batch_size, bucket_width, generator)
+    raise ValueError(f"train.batching must be one of {BATCHINGS}, not {batching!r}")
 
 
 def sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:

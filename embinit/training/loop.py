@@ -32,7 +32,14 @@ import torch.nn as nn
 from embinit.data.vocab import Detokenizer, References, load_detokenizer, read_references
 from embinit.io import atomic_path, interrupted_writes, write_text_atomic
 from embinit.training import checkpoint, mechanism, scoring
-from embinit.training.batching import BucketBatchSampler, ClassificationData, TranslationData, load_dataset
+from embinit.training.batching import (
+    BucketBatchSampler,
+    ClassificationData,
+    RandomBatchSampler,
+    TranslationData,
+    batch_sampler,
+    load_dataset,
+)
 from embinit.training.device import describe, place
 from embinit.training.epoch import adam, build_model, check_finite, evaluate_loss, train_epoch
 from embinit.training.placement import Placement
@@ -131,7 +138,7 @@ class Run:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     generator: torch.Generator
-    sampler: BucketBatchSampler
+    sampler: RandomBatchSampler | BucketBatchSampler
     detokenizer: Detokenizer | None
     references: dict[str, References]
 
@@ -159,7 +166,9 @@ def prepare(spec: dict, device: torch.device) -> Run:
         model=model,
         optimizer=adam(model, spec["lr"], train_cfg),
         generator=generator,
-        sampler=BucketBatchSampler(splits["train"].lengths(), spec["batch_size"], train_cfg["bucket_width"], generator),
+        sampler=batch_sampler(
+            train_cfg["batching"], splits["train"].lengths(), spec["batch_size"], train_cfg["bucket_width"], generator
+        ),
         detokenizer=None,
         references={},
     )
@@ -359,6 +368,10 @@ def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
         "device": describe(run.device),
         "pos_encoding": spec["variant"]["pos_encoding"],
         "embedding_trainable": spec["variant"]["embedding_trainable"],
+        # the recipe's switches: which batches, how the model's own weights start, the stacks' final LayerNorms
+        "batching": spec["train"]["batching"],
+        "model_init": spec["model"]["init"],
+        "final_norm": spec["model"]["final_norm"],
         "training_code": checkpoint.code_digest(),
         "spec_digest": spec.get("spec_digest"),  # the workflow's planned spec (embinit.records), when it ran this
     }
