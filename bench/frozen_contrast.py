@@ -24,8 +24,9 @@ RUNS = {  # (D, variant) -> the run's directory
     (50, "frozen"): "offline-cpu/multi30k_glove6b50d/Xavier/seed0/frozen",
     (50, "frozen_encoder"): "offline-cpu/multi30k_glove6b50d/Xavier/seed0/frozen_encoder",
     (50, "frozen_decoder"): "offline-cpu/multi30k_glove6b50d/Xavier/seed0/frozen_decoder",
-    (300, "base"): "paper-scale-cpu/multi30k_xavier300/Xavier/seed0/base",
-    (300, "frozen"): "paper-scale-cpu/multi30k_xavier300/Xavier/seed0/frozen",
+    # the first model on length buckets at both scales (the paper-scale records are its *_legacy variants)
+    (300, "base"): "paper-scale-cpu/multi30k_xavier300/Xavier/seed0/base_legacy",
+    (300, "frozen"): "paper-scale-cpu/multi30k_xavier300/Xavier/seed0/frozen_legacy",
 }
 PANELS = {
     "input_ratio_encoder": ("encoder input ‖x √D‖ / ‖P‖", True),

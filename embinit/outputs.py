@@ -91,15 +91,21 @@ def seeded_tables() -> list[int]:
     return [int(name.removeprefix("table")) for name, out in OUTPUTS.items() if out.seeded]
 
 
-def _table3_runs(config: dict) -> dict:
-    t3 = config["table3"]
-    return {
-        "blocks": [t3["block"]],
-        "initializers": t3["initializers"],
-        "variants": t3["variants"],
-        "seeds": t3.get("seeds"),
-        "seeds_by_variant": t3.get("seeds_by_variant", {}),
-    }
+def _seeded_runs(name: str) -> Callable[[dict], dict]:
+    """Config section `name`'s selection of one block: its initializers and variants, and seeds where a cell has
+    fewer (or more) runs than the block (`seeds`, `seeds_by_variant`)."""
+
+    def runs(config: dict) -> dict:
+        section = config[name]
+        return {
+            "blocks": [section["block"]],
+            "initializers": section["initializers"],
+            "variants": section["variants"],
+            "seeds": section.get("seeds"),
+            "seeds_by_variant": section.get("seeds_by_variant", {}),
+        }
+
+    return runs
 
 
 def _section_runs(name: str, parts=("blocks", "initializers", "variants")) -> Callable[[dict], dict]:
@@ -144,7 +150,7 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table3",
             "Tables",
-            runs=_table3_runs,
+            runs=_seeded_runs("table3"),
             seeded=True,
             compared=True,
             translation=True,
@@ -269,6 +275,14 @@ OUTPUTS: dict[str, Output] = {
             compared=True,
             drawn=True,
             variants=_table13_variants,
+        ),
+        Output(  # Table 3's cells under the first model and the paper's recipe, one change at a time
+            "recipe_ablation",
+            "Beyond the paper",
+            runs=_seeded_runs("recipe_ablation"),
+            files=("final", "metrics"),
+            translation=True,
+            drawn=True,
         ),
         Output("paper_comparison", "Paper vs ours", reads_tables=True),
         Output(

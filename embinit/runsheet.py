@@ -2,7 +2,7 @@
 
 The rules take each output's inputs from it and hand each report exactly its rows, so which runs a table shows is
 decided by the output's selection (embinit.outputs) and only there; a report never re-filters by config. A row says
-what its run is (block, task, sources, initializer, seed, variant and the variant's switches), how the paper's tables
+what its run is (block, task, sources, initializer, seed, variant and its switches, the recipe's included), how the paper's tables
 name it (`label`) and where its files are. The layer sheet does the same for the embedding layers outputs read.
 """
 
@@ -29,6 +29,9 @@ COLUMNS = [
     "pos_encoding",
     "embedding_trainable",
     "output_embedding",
+    "model_init",
+    "final_norm",
+    "batching",
 ]
 
 
@@ -73,6 +76,10 @@ def describe(config: dict, block: str, init: str, seed: int, variant: str) -> di
         "pos_encoding": switches["pos_encoding"],
         "embedding_trainable": switches["embedding_trainable"],
         "output_embedding": switches.get("output_embedding", "untied"),
+        # the recipe's switches: the config's, or the variant's own (the recipe ablation's variants)
+        "model_init": switches.get("model", {}).get("init", config["model"]["init"]),
+        "final_norm": switches.get("model", {}).get("final_norm", config["model"]["final_norm"]),
+        "batching": switches.get("train", {}).get("batching", config["train"]["batching"]),
     }
 
 

@@ -37,7 +37,9 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     return {
         "kind": task["kind"],
         "model": {**config["model"], **switches.get("model", {})},
-        "train": {k: v for k, v in {**config["train"], **switches.get("train", {})}.items() if k not in Placement.CONFIG_KEYS},
+        "train": {
+            k: v for k, v in {**config["train"], **switches.get("train", {})}.items() if k not in Placement.CONFIG_KEYS
+        },
         "variant": switches,
         "epochs": block_cfg["epochs"],
         "batch_size": block_cfg["batch_size"],

@@ -221,6 +221,8 @@ TABLES_CONFIG = {  # a config for embinit.reports.tables / paper_comparison on f
         "nopos": {"pos_encoding": "none", "embedding_trainable": True},
         "nopos_frozen": {"pos_encoding": "none", "embedding_trainable": False},
     },
+    "model": {"init": "recipe", "final_norm": True},  # the run sheet names the recipe's switches
+    "train": {"batching": "random"},
     "table3": {
         "block": "multi30k_glove6b50d",
         "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"],

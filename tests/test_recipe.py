@@ -211,4 +211,3 @@ def test_initial_parameters_are_drawn_as_the_recipe_draws_them(init, final_norm,
         if a.abs().max().item() > bound * 1.02 or not 0.9 < a.std().item() / b.std().item() < 1.1:
             differ.append(f"{name}: max {a.abs().max().item():.4f} vs {bound:.4f}, std {a.std():.4f} vs {b.std():.4f}")
     assert (not differ) == matches, differ
-

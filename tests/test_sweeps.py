@@ -106,6 +106,8 @@ CONFIG = {
     "sources": {"glove6b50d": {"display": "GloVe 6B 50d"}},
     "blocks": {BLOCK: {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe"}},
     "variants": {"base": {"pos_encoding": "sinusoidal", "embedding_trainable": True}},
+    "model": {"init": "recipe", "final_norm": True},  # the run sheet names the recipe's switches
+    "train": {"batching": "random"},
     "initializer_params": {},
     "table12": {"block": BLOCK, "bases": ["Pretrained_Xavier", "Xavier"], "scales": [0.25, 1, 4, 64]},
     "table13": {"block": BLOCK, "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier"], "lr": [1e-4, 1e-3]},

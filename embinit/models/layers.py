@@ -270,7 +270,9 @@ def recipe_init(model: nn.Module) -> None:
     projections = {id(m.query) for m in attention} | {id(m.key) for m in attention} | {id(m.value) for m in attention}
     with torch.no_grad():
         for module in attention:
-            packed = nn.init.xavier_uniform_(module.query.weight.new_empty(3 * module.query.in_features, module.query.in_features))
+            packed = nn.init.xavier_uniform_(
+                module.query.weight.new_empty(3 * module.query.in_features, module.query.in_features)
+            )
             for linear, part in zip((module.query, module.key, module.value), packed.chunk(3)):
                 linear.weight.copy_(part)
                 linear.bias.zero_()

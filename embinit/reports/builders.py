@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from embinit.config import scaled_initializers
-from embinit.reports import analogy, comparison, figures, statistics, sweeps, tables
+from embinit.reports import analogy, comparison, figures, recipe, statistics, sweeps, tables
 from embinit.reports.matches import write_match_report
 
 
@@ -101,6 +101,11 @@ def table12(job) -> pd.DataFrame:
 
 def table13(job) -> pd.DataFrame:
     return sweeps.table13(_rows(job), job.output.csv, job.output.md, job.output.png)
+
+
+def recipe_ablation(job) -> pd.DataFrame:
+    out = job.output
+    return recipe.recipe_ablation(_rows(job), out.csv, out.md, out.png)
 
 
 def paper_comparison(job) -> pd.DataFrame:

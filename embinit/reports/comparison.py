@@ -31,6 +31,7 @@ from embinit.reports.tables import (
     per_seed,
     result_metrics,
     t_interval,
+    table3_cell,
     table3_metrics,
     verdict_of,
 )
@@ -49,7 +50,7 @@ LAYER_STATS = ["min", "max", "mean", "sigma"]
 LAYOUT = {
     1: Layout(["family", "label"], ["task", "metric"], RESULT_STATS),
     2: Layout(["family", "label"], ["task"], LAYER_STATS),
-    3: Layout(["label"], ["variant", "metric"], RESULT_STATS),
+    3: Layout(["label"], ["cell", "metric"], RESULT_STATS),  # the paper's cell a variant fills (tables.table3_cell)
     4: Layout(["transformation"], [], ["correct", "applicable", "accuracy"]),
     5: Layout(["task", "family"], [], [*SIZES, "train_minutes_per_epoch"]),
     6: Layout(["layer"], [], LAYER_STATS),
@@ -151,6 +152,8 @@ def seeded_cells(runs: pd.DataFrame) -> pd.DataFrame:
     for output, rows in runs.groupby("output", sort=False):
         table = int(output.removeprefix("table"))
         long = per_seed(rows.drop(columns="output"), table3_metrics if table == 3 else result_metrics)
+        if table == 3:
+            long["cell"] = [table3_cell(*r) for r in long[["variant", "embedding_trainable", "pos_encoding"]].values]
         layout = LAYOUT[table]
         named = {"row": _joined(long, layout.rows, " / "), "column": _joined(long, layout.columns, " ")}
         parts.append(pd.DataFrame({"table": table, **named, "seed": long.seed, "value": long.value}))

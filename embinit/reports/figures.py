@@ -25,7 +25,7 @@ def _read_metrics(run, columns: list[str]) -> pd.DataFrame:
     return metrics[columns].assign(block=run.block, initializer=run.initializer, label=run.label)
 
 
-def _band(ax, line: pd.DataFrame, mean: str, std: str, label: str) -> None:
+def band(ax, line: pd.DataFrame, mean: str, std: str, label: str) -> None:
     """A curve per epoch with a band of one sigma over seeds (none with one seed)."""
     drawn = ax.plot(line.epoch, line[mean], marker="o", markersize=3, label=label)
     sigma = line[std].fillna(0)
@@ -49,7 +49,7 @@ def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     for ax, block in zip(fig.subplots(1, len(blocks), squeeze=False)[0], blocks.itertuples()):
         part = curves[curves.block == block.block]
         for _, line in part.groupby("initializer", sort=False):
-            _band(ax, line.sort_values("epoch"), "valid_bleu_mean", "valid_bleu_std", line.label.iloc[0])
+            band(ax, line.sort_values("epoch"), "valid_bleu_mean", "valid_bleu_std", line.label.iloc[0])
         task = TASK_DISPLAY.get(block.task, block.task)
         ax.set_title(f"{task} ({block.block})\n" + textwrap.fill(block.source_display, 60), fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -133,7 +133,7 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
             values = part[part.quantity == quantity]
             for init, line in values.groupby("initializer", sort=False, observed=True):
                 if not line["mean"].isna().all():  # the input ratio of an encoding that adds nothing has none
-                    _band(ax, line, "mean", "std", labels[(block.block, init)])
+                    band(ax, line, "mean", "std", labels[(block.block, init)])
             if panel.log and ax.has_data() and (values["mean"].dropna() > 0).all():
                 ax.set_yscale("log")
             ax.set_title(panel.title, fontsize=9)

@@ -223,13 +223,27 @@ def result_table(runs: pd.DataFrame, csv_path, md_path, title: str, references=(
     return _write_with_sources(summary, csv_path, md_path, title, body)
 
 
+# Table 3's cells (embedding trainable, position encoding) by the names of config.yaml's variants for them
+TABLE3_CELLS = {(True, True): "base", (True, False): "nopos", (False, True): "frozen", (False, False): "nopos_frozen"}
+
+
+def table3_cell(variant: str, embedding_trainable, pos_encoding: str) -> str:
+    """The paper's Table 3 cell a run fills, whatever its variant's name (frozen_legacy fills `frozen`); a variant
+    that trains one side only fills a cell of its own."""
+    if embedding_trainable not in (True, False):
+        return variant
+    return TABLE3_CELLS[bool(embedding_trainable), pos_encoding != "none"]
+
+
 def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
     """Table 3: initializers x variants (embedding trainable x position encoding), lowest validation loss and
-    test BLEU."""
+    test BLEU; `cell` names the paper's cell each variant fills."""
     summary = summarize(per_seed(runs, table3_metrics))
     switches = runs.drop_duplicates("variant").set_index("variant")
     summary.insert(4, "embedding_trainable", summary.variant.map(switches.embedding_trainable))
     summary.insert(5, "pos_encoding", summary.variant.map(switches.pos_encoding != "none"))
+    cells = {v: table3_cell(v, s.embedding_trainable, s.pos_encoding) for v, s in switches.iterrows()}
+    summary.insert(6, "cell", summary.variant.map(cells))
     cell = summary.set_index(["initializer", "variant", "metric"])
     rows = []
     for init, variant in runs[["initializer", "variant"]].drop_duplicates().itertuples(index=False):
