@@ -199,6 +199,35 @@ def test_a_block_lr_overrides_its_tasks_for_that_block_only():
     assert lr_of(config, "multi30k_mbert") == 2.0e-4  # same task, its own block
 
 
+def test_the_recipe_is_the_default_and_a_variant_or_result_set_says_otherwise():
+    """model.init / final_norm and train.batching reach a run's spec from the config, or from its variant's own
+    `model` / `train` (the recipe ablation); a result set made with the first model says so in its file."""
+
+    def switches(config, variant, block="multi30k_glove"):
+        spec = train_spec(config, block, "Xavier", 0, variant, False)
+        return spec["model"]["init"], spec["model"]["final_norm"], spec["train"]["batching"]
+
+    config = load_default_config()
+    assert switches(config, "frozen") == ("recipe", True, "random")
+    assert switches(config, "frozen_legacy") == ("legacy", False, "bucketed")
+    assert switches(config, "frozen_bucketed") == ("recipe", True, "bucketed")  # the model's change alone
+    assert switches(config, "frozen_legacy_model") == ("legacy", False, "random")  # the batches' change alone
+    offline = _config(load(REPO / "config" / "offline-cpu.yaml"))
+    assert switches(offline, "frozen", "multi30k_glove6b50d") == ("legacy", False, "bucketed")
+    assert switches(offline, "frozen_recipe", "multi30k_glove6b50d") == ("recipe", True, "random")
+    lines = violations(
+        load(SCHEMA),
+        _config(
+            {
+                "train": {"batching": "sorted"},
+                "variants": {"odd": {**config["variants"]["base"], "model": {"heads": 4}}},
+            }
+        ),
+    )
+    assert "config key train.batching: 'sorted' is not one of ['random', 'bucketed']" in lines
+    assert "config key variants.odd.model: Additional properties are not allowed ('heads' was unexpected)" in lines
+
+
 def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():
     config = load_default_config()
 

@@ -375,3 +375,44 @@ def test_table11_compares_each_coupling_with_the_untied_model_of_the_same_initia
     assert np.isnan(rows.loc[("base", "Xavier"), "diff_vs_base"]) and "diff_vs_xavier" not in summary
     assert list(rows.loc[("tied", "Xavier"), ["output_embedding"]]) == ["tied"]
     assert md_has_row((tmp_path / "t11.md").read_text(), "untied", "GloVe", "27.0 (0.0)", "-")
+
+
+def test_recipe_ablation_pairs_each_variant_with_its_cells_first_model_and_draws_the_curves(tmp_path):
+    from embinit.reports.recipe import recipe_ablation
+
+    legacy = {"model": {"init": "legacy", "final_norm": False}, "train": {"batching": "bucketed"}}
+    frozen = CONFIG["variants"]["frozen"]
+    variants = {
+        **CONFIG["variants"],
+        "frozen_legacy": {**frozen, **legacy},
+        "frozen_bucketed": {**frozen, "train": {"batching": "bucketed"}},
+        "base_legacy": {**CONFIG["variants"]["base"], **legacy},
+    }
+    bleu = {"frozen_legacy": 30.0, "frozen_bucketed": 31.0, "frozen": 34.0, "base_legacy": 37.0, "base": 37.5}
+    seeds = {"frozen_bucketed": 1}
+    runs = [
+        run("multi30k_glove6b50d", "Xavier", s, v, best_epoch=20, test_paper_bleu=b + s, best_valid_loss=2.0 - b / 100)
+        for v, b in bleu.items()
+        for s in range(seeds.get(v, 3))
+    ]
+    rows = save(tmp_path, runs, {**CONFIG, "variants": variants})
+    for r in rows.itertuples():  # valid loss falls 0.1 an epoch from the variant's own start
+        start = 4.0 - bleu[r.variant] / 100 + 0.01 * r.seed
+        pd.DataFrame({"epoch": [1, 2], "valid_loss": [start, start - 0.1]}).to_parquet(r.metrics)
+    out = [tmp_path / f"ra.{x}" for x in ("csv", "md", "png")]
+    summary = recipe_ablation(rows, *out).set_index("variant")
+    assert list(summary.index) == list(bleu)
+    assert summary.loc["frozen", ["model", "batching", "n_seeds"]].tolist() == ["recipe", "random", 3]
+    assert summary.loc["frozen_legacy", ["model", "batching"]].tolist() == ["first", "bucketed"]
+    assert summary.loc["frozen", "diff_vs_first"] == pytest.approx(4.0)  # paired by seed with frozen_legacy
+    assert summary.loc["frozen", "versus_variant"] == "frozen_legacy"
+    assert summary.loc["frozen_bucketed", "diff_n_pairs"] == 1  # seed 0 only
+    assert (
+        summary.loc["base", "diff_vs_first"] == pytest.approx(0.5)
+        and summary.loc["base", "versus_variant"] == "base_legacy"
+    )
+    assert pd.isna(summary.loc["frozen_legacy", "diff_vs_first"])  # the reference itself
+    assert summary.loc["frozen", "valid_loss_epoch2"] == pytest.approx(4.0 - 0.34 + 0.01 - 0.1)
+    assert pd.isna(summary.loc["frozen", "valid_loss_epoch5"])  # not reached
+    assert md_has_row(out[1].read_text(), "frozen", "no", "sinusoidal", "recipe", "random", "3")
+    assert out[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -29,7 +29,7 @@ from embinit.data.vocab import (
     write_references,
 )
 from embinit.training import Placement, checkpoint, loop, mechanism, scoring
-from embinit.training.batching import BucketBatchSampler, TranslationData, truncate
+from embinit.training.batching import BucketBatchSampler, RandomBatchSampler, TranslationData, batch_sampler, truncate
 
 # the mechanism metrics every run measures by default (embinit.training.mechanism; tests/test_mechanism.py)
 MECHANISM = {
@@ -634,6 +634,31 @@ def test_bucket_sampler_makes_full_batches_of_similar_length():
     assert padding_share(lengths, epoch1) < min(0.2, padding_share(lengths, random_batches) / 4)
     again = list(BucketBatchSampler(lengths, 64, 4, torch.Generator().manual_seed(1)))
     assert all((a == b).all() for a, b in zip(epoch1, again))
+
+
+def test_random_sampler_cuts_a_fresh_permutation_into_batches_as_a_shuffling_dataloader():
+    """The recipe's batches: every example once per epoch, batches of 64 and a smaller last one, a new order each
+    epoch, the same order for the same seed, and no regard for length (its padding is the random batches')."""
+    rng = np.random.default_rng(0)
+    src = np.clip(rng.poisson(13, 1000) + 2, 3, 45)  # Multi30k-like; target lengths follow the source's
+    lengths = np.stack([src, np.clip(src + rng.integers(-3, 4, 1000), 3, 45)], axis=1)
+    sampler = batch_sampler("random", lengths, 64, 4, torch.Generator().manual_seed(1))
+    assert isinstance(sampler, RandomBatchSampler)
+    epoch1, epoch2 = list(sampler), list(sampler)
+    assert len(epoch1) == len(sampler) == 16
+    assert [len(b) for b in epoch1] == [64] * 15 + [1000 - 15 * 64]
+    assert sorted(np.concatenate(epoch1).tolist()) == list(range(1000))
+    assert not (np.concatenate(epoch1) == np.concatenate(epoch2)).all()
+    # torch's own: the sampler a shuffling DataLoader batches (the loader itself first draws a worker seed)
+    shuffle = torch.utils.data.RandomSampler(range(1000), generator=torch.Generator().manual_seed(1))
+    torch_batches = list(torch.utils.data.BatchSampler(shuffle, 64, drop_last=False))
+    assert torch_batches == [b.tolist() for b in epoch1]
+    again = batch_sampler("random", lengths, 64, 4, torch.Generator().manual_seed(1))
+    assert all((a == b).all() for a, b in zip(epoch1, again))
+    bucketed = batch_sampler("bucketed", lengths, 64, 4, torch.Generator().manual_seed(1))
+    assert padding_share(lengths, list(bucketed)) < padding_share(lengths, epoch1) / 4
+    with pytest.raises(ValueError, match="train.batching must be one of"):
+        batch_sampler("sorted", lengths, 64, 4, torch.Generator())
 
 
 def test_truncation_keeps_eos_and_batches_pad_with_pad(tmp_path):
