@@ -32,6 +32,14 @@ def band(ax, line: pd.DataFrame, mean: str, std: str, label: str) -> None:
     ax.fill_between(line.epoch, line[mean] - sigma, line[mean] + sigma, color=drawn[0].get_color(), alpha=0.2, lw=0)
 
 
+def epoch_panel(ax, ylabel: str, legend_size: int) -> None:
+    """A per-epoch panel's axes: whole epochs on x, the quantity on y, the legend."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("Epoch")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=legend_size)
+
+
 def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     """Figure 1: validation BLEU per epoch, mean and a band of one sigma over seeds; a panel per block.
 
@@ -52,10 +60,7 @@ def figure1(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
             band(ax, line.sort_values("epoch"), "valid_bleu_mean", "valid_bleu_std", line.label.iloc[0])
         task = TASK_DISPLAY.get(block.task, block.task)
         ax.set_title(f"{task} ({block.block})\n" + textwrap.fill(block.source_display, 60), fontsize=8)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("Epoch")
-        ax.set_ylabel("Validation BLEU, paper's (mean ± σ over seeds)")
-        ax.legend(fontsize=8)
+        epoch_panel(ax, "Validation BLEU, paper's (mean ± σ over seeds)", 8)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png", dpi=150)
     with atomic_path(csv_path) as tmp:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from embinit.io import atomic_path
-from embinit.reports.figures import band
+from embinit.reports.figures import band, epoch_panel
 from embinit.reports.format import format_mean_std, markdown_table, write_csv_md
 from embinit.reports.tables import field, paired_cell, paired_difference, read_final, t_interval
 
@@ -138,9 +137,6 @@ def _figure(curves: pd.DataFrame, variants: pd.DataFrame, png_path) -> None:
         ax.set_title(
             f"embedding {'trainable' if trainable else 'frozen'}, {'no P' if pos == 'none' else pos + ' P'}", fontsize=9
         )
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("Epoch")
-        ax.set_ylabel("Validation loss (mean ± σ over seeds)")
-        ax.legend(fontsize=7)
+        epoch_panel(ax, "Validation loss (mean ± σ over seeds)", 7)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png", dpi=150)
