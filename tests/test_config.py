@@ -121,6 +121,18 @@ def test_heads_for_uses_heads_by_dim_first():
             {"Pretrained_Shuffled": {"mdoe": "elements"}},
             "config key initializer_params.Pretrained_Shuffled.mdoe: unknown name 'mdoe'; allowed: mode",
         ),
+        (
+            {"Pretrained_Gaussian": {"scale": "huge"}},
+            "config key initializer_params.Pretrained_Gaussian.scale: 'huge' is not one of ['pretrained', 'xavier']",
+        ),
+        (
+            {"Pretrained_Whitened": {"method": "pcx"}},
+            "config key initializer_params.Pretrained_Whitened.method: 'pcx' is not one of ['zca', 'pca']",
+        ),
+        (
+            {"Pretrained_RowNorm": {"norm": 1.0}},
+            "config key initializer_params.Pretrained_RowNorm.norm: unknown name 'norm'; allowed: none",
+        ),
         ({"Xavier": {"gain": 2}}, "config key initializer_params.Xavier.gain: unknown name 'gain'; allowed: none"),
         ({"Xavier": {"rng": 2}}, "config key initializer_params.Xavier.rng: unknown name 'rng'; allowed: none"),
     ],
@@ -132,6 +144,9 @@ def test_initializer_params_are_checked_against_the_function(params, expected):
 def test_initializer_params_accept_every_allowed_value():
     for mode in ("rows_columns", "elements"):
         check(_config({"initializer_params": {"Pretrained_Shuffled": {"mode": mode}}}))
+    for scale, method in (("pretrained", "zca"), ("xavier", "pca")):
+        literature = {"Pretrained_Gaussian": {"scale": scale}, "Pretrained_Whitened": {"method": method}}
+        check(_config({"initializer_params": {**literature, "Pretrained_RowNorm": {}}}))
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,7 @@ def test_files_same_seed_identical_other_seed_or_side_different(tmp_path, pretra
 
     a, b, c, d = write("a.npy", 0), write("b.npy", 0), write("c.npy", 1), write("d.npy", 0, "decoder")
     assert a == b
-    assert (a == c) == (a == d) == (name == "Pretrained")
+    assert (a == c) == (a == d) == (name in ("Pretrained", "Pretrained_RowNorm"))  # the two that draw nothing
     assert np.load(tmp_path / "a.npy").shape == SHAPE
 
 
@@ -141,6 +141,9 @@ def test_display_names():
         "Xavier_GloVe",
         "GloVe_Shuffled",
         "Scaled",
+        "GloVe_Gaussian",
+        "GloVe_RowNorm",
+        "GloVe_Whitened",
     ]
 
 
@@ -166,3 +169,167 @@ def test_only_xavier_ignores_the_pretrained_matrix():
     assert np.array_equal(
         initialize("Xavier", None, shape, rng_seed), initialize("Xavier", pretrained, shape, rng_seed)
     )
+
+
+# Methods from the literature (docs/extending.md): each one's defining property on N = 2000 rows of D = 8.
+WIDE = (2000, 8)
+
+
+@pytest.fixture
+def correlated():
+    """Rows with a non-zero mean vector and a known covariance far from the identity (eigenvalues 0.1 to 2.9)."""
+    rng = np.random.default_rng(11)
+    a = rng.normal(size=(WIDE[1], WIDE[1]))
+    cov = a @ a.T / WIDE[1] + 0.1 * np.eye(WIDE[1])
+    x = rng.standard_normal(WIDE) @ np.linalg.cholesky(cov).T + rng.normal(0.0, 1.0, WIDE[1])
+    return x.astype(np.float32)
+
+
+def _moments(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x.mean(axis=0), np.cov(x, rowvar=False)
+
+
+def _inverse_root(cov):
+    lam, vecs = np.linalg.eigh(cov)
+    return (vecs / np.sqrt(lam)) @ vecs.T
+
+
+def _row_correlation(x, y):
+    """Mean over rows of the Pearson correlation of row i of x with row i of y."""
+    x = np.asarray(x, dtype=np.float64) - np.mean(x, axis=1, keepdims=True)
+    y = np.asarray(y, dtype=np.float64) - np.mean(y, axis=1, keepdims=True)
+    return float(np.mean((x * y).sum(axis=1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)))
+
+
+LITERATURE = [
+    ("Pretrained_Gaussian", {"scale": "pretrained"}),
+    ("Pretrained_Gaussian", {"scale": "xavier"}),
+    ("Pretrained_RowNorm", {}),
+    ("Pretrained_Whitened", {"method": "zca"}),
+    ("Pretrained_Whitened", {"method": "pca"}),
+]
+
+
+@pytest.mark.parametrize("name, params", LITERATURE)
+def test_literature_methods_give_float32_of_the_shape(correlated, pretrained, name, params):
+    for matrix in (correlated, pretrained):
+        x = initialize(name, matrix, matrix.shape, seed=0, params=params)
+        assert x.dtype == np.float32 and x.shape == matrix.shape and np.isfinite(x).all()
+
+
+def test_gaussian_keeps_mean_and_covariance_not_the_rows(correlated):
+    x = initialize("Pretrained_Gaussian", correlated, WIDE, seed=0)
+    mean_p, cov_p = _moments(correlated)
+    mean, cov = _moments(x)
+    w = _inverse_root(cov_p)  # in the pre-trained rows' whitened coordinates each error is ~ 1/sqrt(N) = 0.022
+    mean_tol, cov_tol = 0.1, 0.15
+    assert np.abs((mean - mean_p) @ w).max() < mean_tol
+    assert np.abs(w @ cov @ w - np.eye(WIDE[1])).max() < cov_tol
+    # the tolerances cannot pass a wrong layer: no mean, only the variances, or the identity covariance
+    assert np.abs(mean_p @ w).max() > 10 * mean_tol
+    assert np.abs(w @ np.diag(np.diag(cov_p)) @ w - np.eye(WIDE[1])).max() > 10 * cov_tol
+    assert np.abs(w @ w - np.eye(WIDE[1])).max() > 10 * cov_tol
+    # fresh rows: none is a pre-trained row, and row i is unrelated to pre-trained row i
+    assert not (x[:, None, :] == correlated[None, :, :]).all(axis=2).any()
+    assert abs(_row_correlation(x - mean_p, correlated - mean_p)) < 0.05
+
+
+def test_gaussian_same_seed_same_matrix(correlated):
+    a, b = (initialize("Pretrained_Gaussian", correlated, WIDE, seed=4) for _ in range(2))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, initialize("Pretrained_Gaussian", correlated, WIDE, seed=5))
+
+
+def test_gaussian_xavier_scale_has_xavier_sigma_and_the_structure(correlated):
+    x = initialize("Pretrained_Gaussian", correlated, WIDE, seed=0, params={"scale": "xavier"})
+    mean, sigma = mean_std(x)
+    assert sigma == pytest.approx(mean_std(xavier(None, WIDE, np.random.default_rng(99)))[1], rel=0.03)
+    assert abs(mean) < 1e-6 * sigma
+    _, cov_p = _moments(correlated)
+    _, cov = _moments(x)
+    std_p, std = np.sqrt(np.diag(cov_p)), np.sqrt(np.diag(cov))
+    np.testing.assert_allclose(cov / np.outer(std, std), cov_p / np.outer(std_p, std_p), atol=0.1)
+
+
+def test_gaussian_singular_covariance(correlated):
+    """Rank 3 of D = 8 (a duplicated column among them): eigh's tiny negative eigenvalues are clipped to 0."""
+    basis = np.random.default_rng(2).normal(size=(3, WIDE[1]))
+    basis[:, -1] = basis[:, 0]
+    x3 = (correlated[:, :3].astype(np.float64) @ basis).astype(np.float32)
+    x = initialize("Pretrained_Gaussian", x3, WIDE, seed=0)
+    assert np.isfinite(x).all()
+    np.testing.assert_allclose(x[:, -1], x[:, 0], atol=1e-4 * np.abs(x).max())
+    centred = x.astype(np.float64) - x3.mean(axis=0)
+    in_span = np.linalg.lstsq(basis.T, centred.T, rcond=None)[0].T @ basis
+    assert np.abs(centred - in_span).max() < 1e-4 * np.abs(centred).max()  # stays in the rows' affine span
+
+
+def test_rownorm_keeps_directions_at_the_xavier_row_norm(correlated):
+    p = correlated.copy()
+    p[5] = 0.0
+    x = initialize("Pretrained_RowNorm", p, WIDE, seed=0)
+    target = math.sqrt(WIDE[1]) * ini.xavier_bound(*WIDE) / math.sqrt(3)
+    assert target == pytest.approx(
+        math.sqrt(np.mean(np.sum(xavier(None, WIDE, np.random.default_rng(0)) ** 2, 1))), rel=0.02
+    )
+    nonzero = np.arange(WIDE[0]) != 5
+    norms = np.linalg.norm(x.astype(np.float64), axis=1)
+    np.testing.assert_allclose(norms[nonzero], target, rtol=1e-5)
+    cosine = np.sum(x[nonzero].astype(np.float64) * p[nonzero], axis=1) / norms[nonzero]
+    np.testing.assert_allclose(cosine / np.linalg.norm(p[nonzero].astype(np.float64), axis=1), 1.0, atol=1e-6)
+    assert (x[5] == 0).all()
+
+
+@pytest.mark.parametrize("method", ["zca", "pca"])
+def test_whitened_covariance_is_identity_at_xavier_sigma(correlated, method):
+    x = ini.pretrained_whitened(correlated, WIDE, np.random.default_rng(7), method=method)
+    _, cov = _moments(x)
+    scale = np.diag(cov).mean()
+    assert np.abs(cov - np.diag(np.diag(cov))).max() < 1e-5 * scale  # uncorrelated
+    np.testing.assert_allclose(np.diag(cov), scale, rtol=1e-5)  # equal variances: proportional to the identity
+    mean, sigma = mean_std(x)
+    assert sigma == pytest.approx(mean_std(xavier(None, WIDE, np.random.default_rng(7)))[1], rel=1e-6)
+    assert abs(mean) < 1e-6 * sigma
+
+
+def test_zca_stays_closest_to_the_input(correlated):
+    centred = correlated - correlated.mean(axis=0)
+    zca, pca = (initialize("Pretrained_Whitened", correlated, WIDE, 0, {"method": m}) for m in ("zca", "pca"))
+    assert _row_correlation(zca, centred) > 0.8 > _row_correlation(pca, centred) + 0.5
+
+
+def test_pca_columns_are_the_principal_components_in_order(correlated):
+    x = initialize("Pretrained_Whitened", correlated, WIDE, 0, {"method": "pca"}).astype(np.float64)
+    mean_p, cov_p = _moments(correlated)
+    lam, vecs = np.linalg.eigh(cov_p)
+    for j, (value, vec) in enumerate(zip(lam[::-1], vecs[:, ::-1].T)):
+        vec = vec * np.sign(vec[np.abs(vec).argmax()])  # sign convention: largest entry positive
+        np.testing.assert_allclose(
+            x[:, j] * np.sqrt(value) / x[:, j].std(ddof=1), (correlated - mean_p) @ vec, atol=1e-4
+        )
+
+
+def test_whitened_rank_deficient_stays_finite(correlated):
+    p = correlated.copy()
+    p[:, 1] = p[:, 0]
+    for method in ("zca", "pca"):
+        assert np.isfinite(initialize("Pretrained_Whitened", p, WIDE, 0, {"method": method})).all()
+
+
+@pytest.mark.parametrize(
+    "name, params, match",
+    [
+        ("Pretrained_Gaussian", {"scale": "huge"}, "unknown scale 'huge'; allowed: pretrained, xavier"),
+        ("Pretrained_Whitened", {"method": "pcx"}, "unknown method 'pcx'; allowed: zca, pca"),
+    ],
+)
+def test_literature_unknown_value(correlated, name, params, match):
+    with pytest.raises(ValueError, match=match):
+        initialize(name, correlated, WIDE, seed=0, params=params)
+
+
+def test_literature_declared_values_are_implemented():
+    hints = {n: typing.get_type_hints(ini.INITIALIZERS[n]) for n in ("Pretrained_Gaussian", "Pretrained_Whitened")}
+    assert typing.get_args(hints["Pretrained_Gaussian"]["scale"]) == ("pretrained", "xavier")
+    assert typing.get_args(hints["Pretrained_Whitened"]["method"]) == ("zca", "pca")

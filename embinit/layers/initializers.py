@@ -115,6 +115,56 @@ def scaled(pretrained, shape, rng, base: Literal["Pretrained_Xavier", "Xavier"] 
     return (layer * np.float32(k)).astype(np.float32)
 
 
+WHITEN_EPS = 1e-8  # Pretrained_Whitened's eps, relative to the largest eigenvalue: a rank-deficient matrix stays finite
+
+
+def _covariance_eigh(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows' mean vector, and the eigenvalues (ascending, negatives from rounding clipped to 0) and eigenvectors
+    of their D x D sample covariance (ddof=1), all in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    mu = x.mean(axis=0)
+    lam, vecs = np.linalg.eigh(np.cov(x, rowvar=False, ddof=1).reshape(x.shape[1], x.shape[1]))
+    return mu, np.clip(lam, 0.0, None), vecs
+
+
+@register("Pretrained_Gaussian")
+def pretrained_gaussian(pretrained, shape, rng, scale: Literal["pretrained", "xavier"] = "pretrained"):
+    """Hugging Face transformers' mean/covariance resize (2024): every row drawn from the rows' N(mu, Sigma)."""
+    if scale not in ("pretrained", "xavier"):
+        raise ValueError(f"Pretrained_Gaussian: unknown scale {scale!r}; allowed: pretrained, xavier")
+    mu, lam, vecs = _covariance_eigh(pretrained)
+    root = (vecs * np.sqrt(lam)) @ vecs.T  # symmetric square root of Sigma: no sign or basis choice of eigh leaks in
+    layer = rng.standard_normal(size=shape) @ root + mu
+    # `xavier`: centred and rescaled as Pretrained_Xavier does (its own code, so its numbers are untouched)
+    return pretrained_xavier(layer, shape, rng) if scale == "xavier" else layer.astype(np.float32)
+
+
+@register("Pretrained_RowNorm")
+def pretrained_rownorm(pretrained, shape, rng):
+    """Length normalization (Xing et al. 2015): each row's direction kept, its norm a Xavier row's expected one."""
+    x = np.asarray(pretrained, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    # sqrt(D) a / sqrt(3): the root of E|row|^2 for D i.i.d. U(-a, a) entries; a zero row stays zero
+    target = math.sqrt(shape[1]) * xavier_bound(*shape) / math.sqrt(3.0)
+    return (x * np.divide(target, norms, out=np.zeros_like(norms), where=norms > 0)).astype(np.float32)
+
+
+@register("Pretrained_Whitened")
+def pretrained_whitened(pretrained, shape, rng, method: Literal["zca", "pca"] = "zca"):
+    """Whitening for isotropy (Su et al. 2021, 'Whitening sentence representations'), rescaled to Xavier's sigma."""
+    if method not in ("zca", "pca"):
+        raise ValueError(f"Pretrained_Whitened: unknown method {method!r}; allowed: zca, pca")
+    mu, lam, vecs = _covariance_eigh(pretrained)
+    eps = WHITEN_EPS * max(float(lam[-1]), np.finfo(np.float64).tiny)
+    if method == "pca":  # principal components first, each eigenvector's largest entry positive (as sklearn's PCA)
+        lam, vecs = lam[::-1], vecs[:, ::-1]
+        vecs = vecs * np.sign(vecs[np.abs(vecs).argmax(axis=0), np.arange(vecs.shape[1])])
+    transform = vecs / np.sqrt(lam + eps)  # PCA: X_c E diag(1 / sqrt(lambda + eps)); ZCA rotates back by E^T
+    if method == "zca":
+        transform = transform @ vecs.T
+    return pretrained_xavier((np.asarray(pretrained, dtype=np.float64) - mu) @ transform, shape, rng)
+
+
 def _lookup(name: str) -> Initializer:
     if name not in INITIALIZERS:
         raise ValueError(f"unknown initializer {name!r}; allowed: {', '.join(INITIALIZERS)}")
