@@ -12,7 +12,7 @@ from embinit.reports.figures import band, epoch_panel
 from embinit.reports.format import format_mean_std, markdown_table, write_csv_md
 from embinit.reports.tables import field, paired_cell, paired_difference, read_final, t_interval
 
-EPOCHS_SHOWN = (1, 2, 5, 10, 20)  # valid loss at these epochs (those a run reached)
+EPOCHS_SHOWN = (1, 2, 5, 10, 20, 30)  # valid loss at these epochs, those some run reached
 CELL = ["pos_encoding", "embedding_trainable"]  # Table 3's cell: what a variant is, apart from the recipe's switches
 
 
@@ -46,6 +46,7 @@ def recipe_ablation(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataF
     and its epoch, test BLEU (paper's) with its 95% interval, and the paired difference to the first model's runs of
     the same cell (the variant whose model and batches are both the first's); a panel of curves per cell."""
     scores, curves = _per_run(runs)
+    shown = [e for e in EPOCHS_SHOWN if e <= curves.epoch.max()]
     variants = runs.drop_duplicates("variant").set_index("variant")
     first = {
         tuple(getattr(v, c) for c in CELL): name
@@ -63,7 +64,7 @@ def recipe_ablation(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataF
             "n_seeds": len(mine),
         }
         loss = curves[curves.variant == name].groupby("epoch").valid_loss.mean()
-        row.update({f"valid_loss_epoch{e}": loss.get(e) for e in EPOCHS_SHOWN})
+        row.update({f"valid_loss_epoch{e}": loss.get(e) for e in shown})
         row.update(
             best_valid_loss=mine.best_valid_loss.mean(),
             mean_best_epoch=mine.best_epoch.mean(),
@@ -79,14 +80,14 @@ def recipe_ablation(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataF
         row.update({f"diff_{k}": value for k, value in diff.items()})
         rows.append(row)
     summary = pd.DataFrame(rows)
-    write_csv_md(csv_path, md_path, summary, _markdown(summary, runs))
+    write_csv_md(csv_path, md_path, summary, _markdown(summary, runs, shown))
     _figure(curves, variants, png_path)
     return summary
 
 
-def _markdown(summary: pd.DataFrame, runs: pd.DataFrame) -> str:
+def _markdown(summary: pd.DataFrame, runs: pd.DataFrame, shown: list[int]) -> str:
     header = ["Variant", "Emb. trainable", "Pos. enc.", "Model", "Batches", "Seeds"]
-    header += [f"Valid loss, epoch {e}" for e in EPOCHS_SHOWN]
+    header += [f"Valid loss, epoch {e}" for e in shown]
     header += ["Lowest valid loss (epoch)", "Test BLEU (σ)", "95% interval", "Δ BLEU vs first model [95%]"]
     rows = []
     for r in summary.itertuples():
@@ -102,7 +103,7 @@ def _markdown(summary: pd.DataFrame, runs: pd.DataFrame) -> str:
                 str(r.n_seeds),
                 *(
                     "-" if pd.isna(getattr(r, f"valid_loss_epoch{e}")) else f"{getattr(r, f'valid_loss_epoch{e}'):.2f}"
-                    for e in EPOCHS_SHOWN
+                    for e in shown
                 ),
                 f"{r.best_valid_loss:.2f} ({r.mean_best_epoch:.1f})",
                 format_mean_std(r.bleu, r.bleu_std),
