@@ -320,6 +320,11 @@ def variants_of(config: dict) -> dict[str, dict]:
     return {**config["variants"], **generated_variants(config)}
 
 
+def variant_settings(config: dict, switches: dict, section: str) -> dict:
+    """Config section `section` (`model` or `train`) as a variant runs it: its own keys there over the config's."""
+    return {**config[section], **switches.get(section, {})}
+
+
 def generated_initializers(config: dict) -> dict[str, tuple[str, dict]]:
     """The initializers the sweeps add (Table 12's rescaled layers): name -> registry entry and params."""
     return _generated(config, "initializers")

@@ -12,7 +12,7 @@ import pandas as pd
 
 from embinit.config import initializers_of, seeds_of
 from embinit.layers.initializers import display_name
-from embinit.outputs import OUTPUTS, generated_initializers, variants_of
+from embinit.outputs import OUTPUTS, generated_initializers, variant_settings, variants_of
 
 COLUMNS = [
     "output",
@@ -61,6 +61,7 @@ def _seeds(config: dict, block: str, seeds) -> list[int]:
 def describe(config: dict, block: str, init: str, seed: int, variant: str) -> dict:
     """A run's row without its output and files: what it is and how the paper's tables name it."""
     cfg, switches = config["blocks"][block], variants_of(config)[variant]
+    model, train = variant_settings(config, switches, "model"), variant_settings(config, switches, "train")
     sources, display = block_sources(config, block)
     return {
         "block": block,
@@ -77,9 +78,9 @@ def describe(config: dict, block: str, init: str, seed: int, variant: str) -> di
         "embedding_trainable": switches["embedding_trainable"],
         "output_embedding": switches.get("output_embedding", "untied"),
         # the recipe's switches: the config's, or the variant's own (the recipe ablation's variants)
-        "model_init": switches.get("model", {}).get("init", config["model"]["init"]),
-        "final_norm": switches.get("model", {}).get("final_norm", config["model"]["final_norm"]),
-        "batching": switches.get("train", {}).get("batching", config["train"]["batching"]),
+        "model_init": model["init"],
+        "final_norm": model["final_norm"],
+        "batching": train["batching"],
     }
 
 

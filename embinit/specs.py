@@ -8,7 +8,7 @@ from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
-from embinit.outputs import layer_recipe, variants_of
+from embinit.outputs import layer_recipe, variant_settings, variants_of
 from embinit.training import Placement
 
 
@@ -36,9 +36,9 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     setting = config["train"]["valid_bleu"]
     return {
         "kind": task["kind"],
-        "model": {**config["model"], **switches.get("model", {})},
+        "model": variant_settings(config, switches, "model"),
         "train": {
-            k: v for k, v in {**config["train"], **switches.get("train", {})}.items() if k not in Placement.CONFIG_KEYS
+            k: v for k, v in variant_settings(config, switches, "train").items() if k not in Placement.CONFIG_KEYS
         },
         "variant": switches,
         "epochs": block_cfg["epochs"],

@@ -22,6 +22,11 @@ def _model(run) -> str:
     return name if bool(run.final_norm) == (run.model_init == "recipe") else f"{name}, final LN {run.final_norm}"
 
 
+def _cell(variant) -> tuple:
+    """The Table 3 cell a variant's run-sheet row fills."""
+    return tuple(variant[c] for c in CELL)
+
+
 def _per_run(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per run (its final record's scores) and one per run and epoch (its valid loss)."""
     rows, curves = [], []
@@ -48,11 +53,7 @@ def recipe_ablation(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataF
     scores, curves = _per_run(runs)
     shown = [e for e in EPOCHS_SHOWN if e <= curves.epoch.max()]
     variants = runs.drop_duplicates("variant").set_index("variant")
-    first = {
-        tuple(getattr(v, c) for c in CELL): name
-        for name, v in variants.iterrows()
-        if v.model_init == "legacy" and v.batching == "bucketed"
-    }
+    first = {_cell(v): name for name, v in variants.iterrows() if v.model_init == "legacy" and v.batching == "bucketed"}
     rows = []
     for name, v in variants.iterrows():
         mine = scores[scores.variant == name].set_index("seed")
@@ -72,11 +73,11 @@ def recipe_ablation(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataF
             bleu_std=mine.bleu.std(),
         )
         row["ci_low"], row["ci_high"] = t_interval(row["bleu"], row["bleu_std"], len(mine))
-        reference = first.get(tuple(v[c] for c in CELL))
-        versus = scores[scores.variant == reference].set_index("seed").bleu if reference not in (None, name) else None
-        pairs = mine.bleu.sub(versus).dropna() if versus is not None else pd.Series(dtype=float)
-        diff = paired_difference(pairs)
-        row.update(versus_variant=reference if versus is not None else None, diff_vs_first=diff.pop("diff"))
+        reference = first.get(_cell(v))
+        reference = None if reference == name else reference  # the first model's own row has nothing to pair with
+        versus = scores[scores.variant == reference].set_index("seed").bleu
+        diff = paired_difference(mine.bleu.sub(versus).dropna())
+        row.update(versus_variant=reference, diff_vs_first=diff.pop("diff"))
         row.update({f"diff_{k}": value for k, value in diff.items()})
         rows.append(row)
     summary = pd.DataFrame(rows)
@@ -125,11 +126,11 @@ def _markdown(summary: pd.DataFrame, runs: pd.DataFrame, shown: list[int]) -> st
 
 def _figure(curves: pd.DataFrame, variants: pd.DataFrame, png_path) -> None:
     """Valid loss per epoch, mean and one sigma over seeds: a panel per Table 3 cell, a line per variant."""
-    cells = list(dict.fromkeys(tuple(v[c] for c in CELL) for _, v in variants.iterrows()))
+    cells = list(dict.fromkeys(_cell(v) for _, v in variants.iterrows()))
     fig = Figure(figsize=(5 * len(cells), 4), layout="constrained")
     for ax, cell in zip(fig.subplots(1, len(cells), squeeze=False)[0], cells):
         for name, v in variants.iterrows():
-            if tuple(v[c] for c in CELL) != cell:
+            if _cell(v) != cell:
                 continue
             line = curves[curves.variant == name].groupby("epoch").valid_loss.agg(["mean", "std", "count"])
             label = f"{name}: {_model(v)}, {v.batching} ({int(line['count'].max())} seed(s))"
