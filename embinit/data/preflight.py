@@ -24,9 +24,10 @@ from embinit.data.fetch import (
     FetchError,
     FetchSettings,
     HubFile,
+    archive_members,
     check_cached,
     expected_sha256,
-    fetch,
+    fetch_members,
     hub_file,
 )
 
@@ -188,15 +189,27 @@ def render(rows: list[Row], offline: str | None) -> str:
 
 
 def prefetch(remotes: dict[str, dict], raw_dir: str | Path, settings: FetchSettings) -> list[str]:
-    """Fetch every remote not yet cached, past any failure; return one line per failure."""
-    failures = []
+    """Fetch every remote not yet cached, past any failure (an archive's missing members in one download); return
+    one line per failure."""
+    failures, missing = [], {}
     for relpath, remote in sorted(remotes.items()):
         out = Path(raw_dir) / relpath
         try:
             check_cached(relpath, remote, out, settings)
-            if not out.is_file():
-                print(fetch(relpath, remote, out, settings), flush=True)
         except FetchError as err:
             print(f"FAILED {err}", file=sys.stderr, flush=True)
             failures.append(f"{relpath}: {err}")
+            continue
+        if not out.is_file():
+            missing[relpath] = remote
+    grouped = archive_members(missing)
+    batches = [{rel: missing[rel] for rel in members} for members in grouped.values()]
+    batches += [{rel: remote} for rel, remote in missing.items() if rel not in set().union(*grouped.values())]
+    for batch in batches:
+        try:
+            for note in fetch_members(batch, {rel: Path(raw_dir) / rel for rel in batch}, settings):
+                print(note, flush=True)
+        except FetchError as err:
+            print(f"FAILED {err}", file=sys.stderr, flush=True)
+            failures.append(f"{', '.join(batch)}: {err}")
     return failures

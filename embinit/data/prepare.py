@@ -3,16 +3,19 @@
 Translation splits have `src` (German) and `tgt` (English); classification splits have `text_a`, `text_b`
 (null unless the task has sentence pairs) and `label`. A role in config `tasks.<task>.files` names one file or a
 list read one after another (IWSLT2017's test: tst2010 ... tst2015). Bad rows follow one policy for every task
-(docs/assumptions.md): a row the format cannot read (a wrong field count, an unknown label, a tag facing a
-sentence, bad UTF-8, a truncated gzip) fails with its file and line; a well-formed pair or row with an empty or
-blank-only sentence is dropped, and the log counts them and names their lines.
+(docs/assumptions.md): a row the format cannot read (a wrong field count, an unknown label, bad UTF-8, a truncated
+gzip) fails with its file and line; a well-formed pair or row with an empty or blank-only sentence is kept or
+dropped by `tasks.<task>.drop_empty`, and the log counts the dropped and names their lines. IWSLT2017 is read
+pair for pair as the Hugging Face `iwslt2017` generator reads it (`_iwslt_pairs`).
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import dataclasses
 import html
+import io
 import logging
 import os
 import re
@@ -78,42 +81,25 @@ def _report_dropped(split: str, what: str, where: list[str]) -> None:
         )
 
 
-def _multi30k_text(line: str, path: Path, number: int) -> str:
-    """Lines as read: spaCy's tokens of double spaces reproduce the paper's vocabulary sizes."""
-    return line
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """How a task's rows are read (config `tasks.<task>.drop_empty`, `unescape_entities`)."""
+
+    drop_empty: bool = True  # drop a pair or row with an empty or blank-only sentence (logged)
+    unescape_entities: bool = False  # IWSLT only: `&amp;` in a <seg> read as `&` (HF leaves it as written)
 
 
-_SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
+PairReader = Callable[[Path, Path, ReadOptions, list[str]], list[tuple[str, str]]]
 
 
-def _iwslt_text(line: str, path: Path, number: int) -> str | None:
-    """A sentence line of train.tags, or a dev/test XML line's <seg> text; None for the other tag lines."""
-    stripped = line.strip()
-    if not stripped.startswith("<"):
-        return stripped
-    if not stripped.startswith("<seg"):
-        return None
-    if not (match := _SEG.fullmatch(stripped)):
-        raise DataError(f"{path}:{number}: a <seg> line without its closing </seg>: {stripped[:80]!r}")
-    return html.unescape(match[1]).strip()
-
-
-def _parallel_file(
-    src_path: Path, tgt_path: Path, text_of: Callable[[str, Path, int], str | None], dropped: list[str]
-) -> list[tuple[str, str]]:
-    """Pairs by line number, as both corpora align them; tag lines must face tag lines."""
+def _multi30k_pairs(src_path: Path, tgt_path: Path, options: ReadOptions, dropped: list[str]) -> list[tuple[str, str]]:
+    """Pairs by line number, lines as read: spaCy's tokens of double spaces reproduce the paper's vocabulary sizes."""
     src, tgt = _read_lines(src_path), _read_lines(tgt_path)
     if len(src) != len(tgt):  # both counts, not a line number: which line was lost cannot be known
         raise DataError(f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")
     pairs = []
-    for number, (src_line, tgt_line) in enumerate(zip(src, tgt), start=1):
-        s, t = text_of(src_line, src_path, number), text_of(tgt_line, tgt_path, number)
-        if (s is None) != (t is None):
-            tag, text = (src_path, tgt_path) if s is None else (tgt_path, src_path)
-            raise DataError(f"{tag}:{number}: a tag line where {text} has a sentence; the files are not aligned")
-        if s is None:
-            continue
-        if _is_blank(s, t):
+    for number, (s, t) in enumerate(zip(src, tgt), start=1):
+        if options.drop_empty and _is_blank(s, t):
             dropped.append(f"{src_path if _is_blank(s) else tgt_path}:{number}")
             continue
         pairs.append((s, t))
@@ -121,7 +107,71 @@ def _parallel_file(
     return pairs
 
 
-def _translation(files: dict, text_of: Callable[[str, Path, int], str | None]) -> dict[str, pd.DataFrame]:
+def _text_mode_lines(path: Path) -> list[str]:
+    """The lines `open(path, encoding="utf-8")` yields: a BOM kept as U+FEFF; `\n`, `\r\n` and a lone `\r`
+    each end a line (universal newlines)."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        number = data.count(b"\n", 0, e.start) + 1
+        raise DataError(f"{path}:{number}: not UTF-8 text ({e.reason})") from None
+    if text.startswith("\ufeff"):
+        log.warning("%s starts with a BOM: kept as U+FEFF, as HF reads it, so its first line is no tag line", path)
+    return io.StringIO(text, newline=None).readlines()
+
+
+_SEG_TEXT = re.compile(r"[^<>]*")  # a <seg>'s text ends at the next tag mark, as HF cuts it
+
+
+def _seg_text(line: str, path: Path, number: int, options: ReadOptions) -> str:
+    """HF's cut of a <seg> line: the text after its first `>` up to the next `<` or `>` (the first segment only,
+    an unclosed one too), stripped."""
+    _, mark, rest = line.partition(">")
+    if not mark:  # HF's loader fails here with an IndexError
+        raise DataError(f"{path}:{number}: no `>` on a line read as a <seg> line: {line[:80]!r}")
+    text = _SEG_TEXT.match(rest)[0]
+    return (html.unescape(text) if options.unescape_entities else text).strip()
+
+
+def _iwslt_pairs(src_path: Path, tgt_path: Path, options: ReadOptions, dropped: list[str]) -> list[tuple[str, str]]:
+    """Pairs as the HF `iwslt2017` generator yields them: lines zipped (the longer file's tail unread), both
+    stripped; the source line decides: a `<seg` line gives both sides' <seg> text, another tag line is skipped
+    with its partner, anything else is a pair as it stands (a target tag line included)."""
+    src, tgt = _text_mode_lines(src_path), _text_mode_lines(tgt_path)
+    if len(src) != len(tgt):
+        log.warning(
+            "%s has %d lines and %s %d: pairs stop at the shorter file, as HF's zip does",
+            src_path,
+            len(src),
+            tgt_path,
+            len(tgt),
+        )
+    pairs, one_sided = [], []
+    for number, (s, t) in enumerate(zip(src, tgt), start=1):
+        s, t = s.strip(), t.strip()
+        if s.startswith("<seg") != t.startswith("<seg") or s.startswith("<") != t.startswith("<"):
+            one_sided.append(f"{src_path if s.startswith('<') else tgt_path}:{number}")
+        if s.startswith("<"):
+            if not s.startswith("<seg"):
+                continue
+            s, t = _seg_text(s, src_path, number, options), _seg_text(t, tgt_path, number, options)
+        if options.drop_empty and _is_blank(s, t):
+            dropped.append(f"{src_path if _is_blank(s) else tgt_path}:{number}")
+            continue
+        pairs.append((s, t))
+    if one_sided:
+        log.warning(
+            "%d tag line(s) facing a sentence or another tag, read as HF reads them (a source tag skips the pair, "
+            "a target tag is kept as text): %s",
+            len(one_sided),
+            ", ".join(one_sided[:SHOWN_DROPS]),
+        )
+    log.info("%d pairs from %s and %s", len(pairs), src_path, tgt_path)
+    return pairs
+
+
+def _translation(files: dict, options: ReadOptions, pairs_of: PairReader) -> dict[str, pd.DataFrame]:
     roles = {
         split: (_paths(files[f"{split}_src"]), _paths(files[f"{split}_tgt"])) for split in ("train", "valid", "test")
     }
@@ -135,7 +185,7 @@ def _translation(files: dict, text_of: Callable[[str, Path, int], str | None]) -
     for split, (src_paths, tgt_paths) in roles.items():
         pairs, dropped = [], []
         for src_path, tgt_path in zip(src_paths, tgt_paths):
-            pairs += _parallel_file(src_path, tgt_path, text_of, dropped)
+            pairs += pairs_of(src_path, tgt_path, options, dropped)
         _report_dropped(split, "pair", dropped)
         splits[split] = pd.DataFrame({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
     return splits
@@ -162,7 +212,7 @@ def _read_tsv(path: Path, required: list[str]) -> tuple[list[str], Iterator[tupl
 
 
 def _classification(
-    paths: list[Path], columns: list[str], label: str, labels: dict[str, int], split: str
+    paths: list[Path], columns: list[str], label: str, labels: dict[str, int], split: str, options: ReadOptions
 ) -> pd.DataFrame:
     """Rows of the TSV files in order: `columns` hold the sentences, `label` one of `labels`."""
     texts, ids, dropped = [], [], []
@@ -173,7 +223,7 @@ def _classification(
             if row[label_at].strip() not in labels:
                 raise DataError(f"{path}:{number}: label {row[label_at]!r} is not one of {sorted(labels)}")
             sentences = [row[i].strip() for i in at]
-            if _is_blank(*sentences):
+            if options.drop_empty and _is_blank(*sentences):
                 dropped.append(f"{path}:{number}")
                 continue
             texts.append(sentences)
@@ -183,20 +233,22 @@ def _classification(
     return pd.DataFrame({"text_a": [t[0] for t in texts], "text_b": second, "label": pd.Series(ids, dtype="int64")})
 
 
-def _sst2(files: dict) -> dict[str, pd.DataFrame]:
-    return {s: _classification(_paths(files[s]), ["sentence"], "label", SST2_LABELS, s) for s in ("train", "valid")}
-
-
-def _mnli(files: dict) -> dict[str, pd.DataFrame]:
+def _sst2(files: dict, options: ReadOptions) -> dict[str, pd.DataFrame]:
     return {
-        s: _classification(_paths(files[s]), ["sentence1", "sentence2"], "gold_label", MNLI_LABELS, s)
+        s: _classification(_paths(files[s]), ["sentence"], "label", SST2_LABELS, s, options) for s in ("train", "valid")
+    }
+
+
+def _mnli(files: dict, options: ReadOptions) -> dict[str, pd.DataFrame]:
+    return {
+        s: _classification(_paths(files[s]), ["sentence1", "sentence2"], "gold_label", MNLI_LABELS, s, options)
         for s in ("train", "valid", "test")
     }
 
 
-FORMATS: dict[str, Callable[[dict], dict[str, pd.DataFrame]]] = {
-    "multi30k": lambda files: _translation(files, _multi30k_text),
-    "iwslt": lambda files: _translation(files, _iwslt_text),
+FORMATS: dict[str, Callable[[dict, ReadOptions], dict[str, pd.DataFrame]]] = {
+    "multi30k": lambda files, options: _translation(files, options, _multi30k_pairs),
+    "iwslt": lambda files, options: _translation(files, options, _iwslt_pairs),
     "glue_sst2": _sst2,
     "glue_mnli": _mnli,
 }
@@ -206,9 +258,11 @@ def splits_of(fmt: str) -> list[str]:
     return ["train", "valid"] if fmt == "glue_sst2" else ["train", "valid", "test"]
 
 
-def prepare(fmt: str, files: dict[str, str | list[str]], outputs: dict[str, str]) -> dict[str, int]:
+def prepare(
+    fmt: str, files: dict[str, str | list[str]], outputs: dict[str, str], options: ReadOptions = ReadOptions()
+) -> dict[str, int]:
     """Read a dataset's raw files (roles as in config `tasks.<task>.files`) and write one Parquet per split."""
-    splits = FORMATS[fmt](files)
+    splits = FORMATS[fmt](files, options)
     for split, frame in splits.items():
         if frame.empty:
             raise DataError(f"split {split!r} has no examples: its files hold only tag lines or empty sentences")

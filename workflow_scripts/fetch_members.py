@@ -1,0 +1,19 @@
+"""Snakemake script: place the members of one archive (mirror first, else one download of it), each verified.
+
+params: remotes (relpath -> config `remotes` entry, one url), settings (embinit.data.fetch.FetchSettings); output:
+the files, in the order of `remotes`; log: one file. A fetch failure is one line there (and on stderr).
+"""
+
+import logging
+
+from embinit.data.fetch import FetchError, fetch_members
+from embinit.io import job_log
+
+with job_log(snakemake.log[0]):
+    p = snakemake.params
+    try:
+        for note in fetch_members(p.remotes, dict(zip(p.remotes, snakemake.output)), p.settings):
+            logging.info("%s", note)
+    except FetchError as err:
+        logging.error("%s", err)
+        raise SystemExit(str(err)) from None
