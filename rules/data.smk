@@ -35,14 +35,15 @@ rule fetch:
 
 
 for _url, _members in ARCHIVES.items():
+    _folder = os.path.commonpath(_members)
 
     rule:
         name:
-            "fetch_" + re.sub(r"\W", "_", os.path.commonpath(_members))
+            re.sub(r"\W", "_", f"fetch_{_folder}")
         output:
             [raw(rel) for rel in _members],
         log:
-            fill(DATA_LOG, stage="fetch", name=os.path.commonpath(_members) + "/" + _url.rsplit("/", 1)[-1]),
+            fill(DATA_LOG, stage="fetch", name=os.path.join(_folder, os.path.basename(_url))),
         localrule: True
         conda:
             PIPELINE_ENV

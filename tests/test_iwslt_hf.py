@@ -57,7 +57,7 @@ def _edge_case_files() -> dict[str, bytes]:
     files = {"train.tags.de-en.de": de, "train.tags.de-en.en": en}
     dev = [
         [
-            ("erste</seg><seg id=\"2\">zweite", "first</seg><seg id=\"2\">second"),  # two <seg> on one line
+            ('erste</seg><seg id="2">zweite', 'first</seg><seg id="2">second'),  # two <seg> on one line
             ("Notiz &amp; &notiz &lt;b&gt;", "Note &amp; &notiz &lt;b&gt;"),  # entities as written
             ("   ", ""),  # an empty pair
             ("a > b", "a > b"),  # a `>` inside the text: HF cuts there
@@ -96,7 +96,9 @@ def _archive(tmp_path: Path) -> tuple[dict[str, dict], Path]:
 
 
 def _files(raw: Path) -> dict:
-    return {role: str(raw / p) if isinstance(p, str) else [str(raw / q) for q in p] for role, p in TASK["files"].items()}
+    return {
+        role: str(raw / p) if isinstance(p, str) else [str(raw / q) for q in p] for role, p in TASK["files"].items()
+    }
 
 
 def _ours(tmp_path: Path, files: dict, options: ReadOptions) -> dict[str, list[tuple[str, str]]]:
@@ -157,7 +159,9 @@ def test_the_shipped_default_reads_iwslt_pair_for_pair_as_the_hf_generator(fetch
 
     caplog.set_level(logging.WARNING)
     assert _ours(tmp_path, files, SHIPPED) == hf
-    assert re.search(r"tst2012\.de-en\.de\.xml has \d+ lines and .*tst2012\.de-en\.en\.xml \d+: pairs stop", caplog.text)
+    assert re.search(
+        r"tst2012\.de-en\.de\.xml has \d+ lines and .*tst2012\.de-en\.en\.xml \d+: pairs stop", caplog.text
+    )
     assert "tst2014.de-en.de.xml starts with a BOM" in caplog.text
     assert f"{files['train_src']}:8, {files['train_tgt']}:15" in caplog.text  # tag lines facing sentences
 

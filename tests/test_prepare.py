@@ -1,7 +1,6 @@
 import gzip
 import logging
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
