@@ -132,11 +132,16 @@ def hub_checkpoint_files(source: dict) -> dict[str, str]:
     return {role: f"huggingface/{source['hub_id']}/{name}" for role, name in _hub_checkpoint_names(source).items()}
 
 
+HUB_CHECKPOINT_KEYS = {"revision", "weights", "tokenizer"}  # a source's keys that only hf_checkpoint takes
+
+
 def add_hub_checkpoints(config: dict) -> None:
     """Give each hf_checkpoint source its `files`, and each file a `remotes` entry unless the config has one: its
     hub URL at the source's `revision` (default main), its sha256 recorded in remotes_lock at the first fetch."""
     for name, source in config["sources"].items():
         if source["format"] != "hf_checkpoint":
+            for key in HUB_CHECKPOINT_KEYS & set(source):
+                raise ConfigError(f"config key sources.{name}.{key}: only a format hf_checkpoint source takes it")
             continue
         files = hub_checkpoint_files(source)
         if source.setdefault("files", files) != files:
