@@ -245,6 +245,23 @@ def test_a_hub_id_gives_the_source_its_files_and_remotes():
         add_hub_checkpoints(config)
 
 
+def test_the_documented_example_is_a_valid_config():
+    """docs/extending.md's GPT-2 source and block, merged over config.yaml as a --configfile is."""
+    import re
+
+    import yaml
+    from snakemake.utils import update_config
+
+    text = (REPO / "docs/extending.md").read_text(encoding="utf-8")
+    example = re.search(r"## A hub checkpoint as a source\n.*?```yaml\n(.*?)```", text, re.S)[1]
+    config = load_default_config()
+    update_config(config, yaml.safe_load(example))
+    validate(config, REPO / "schemas/config.schema.yaml", ["config.yaml", "example"])
+    add_hub_checkpoints(config)
+    check(config)
+    assert config["sources"]["gpt2"]["files"]["weights"] == "huggingface/openai-community/gpt2/model.safetensors"
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
