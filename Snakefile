@@ -6,7 +6,7 @@ from snakemake.utils import min_version
 
 from embinit.checks import check
 from embinit.cluster import check_packed_training
-from embinit.config import load, validate
+from embinit.config import add_hub_checkpoints, load, validate
 from embinit.trials import try_entries
 
 min_version("9.0")
@@ -24,6 +24,7 @@ configfile: f"{workflow.basedir}/config.yaml"
 
 
 validate(config, f"{workflow.basedir}/schemas/config.schema.yaml", workflow.configfiles)
+add_hub_checkpoints(config)  # each hf_checkpoint source's files and remotes, from its hub id
 check(config)
 try_entries(config)  # each registry entry in use, called once on a small input
 

