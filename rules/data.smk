@@ -76,7 +76,8 @@ for _task, _tcfg in config["tasks"].items():
         name:
             f"prepare_{_task}"
         input:
-            **{role: expand(RAW, relpath=paths) for role, paths in _tcfg["files"].items()},
+            **{role: expand(RAW, relpath=paths) for role, paths in _tcfg.get("files", {}).items()},
+            **dataset_folder(_task),
         output:
             **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
         log:
@@ -86,6 +87,7 @@ for _task, _tcfg in config["tasks"].items():
         resources:
             **CPU_JOB,
         params:
+            **hf_dataset_params(_task),
             fmt=_tcfg["format"],
         script:
             "../workflow_scripts/prepare.py"

@@ -1,14 +1,21 @@
-"""Snakemake script: one task's raw files -> Parquet splits (embinit.data.prepare).
+"""Snakemake script: one task's raw files or Hugging Face dataset -> Parquet splits (embinit.data.prepare).
 
-input: the task's raw files by role (each a list, read in order); params: fmt (the task's format);
+input: the task's raw files by role (each a list, read in order), or a hf_dataset task's save_to_disk folder;
+params: fmt (the task's format) and, for hf_dataset, task, kind, num_classes and dataset (its config entry's);
 output: one Parquet file per split
 """
 
 import logging
 
+from embinit.data import hf_dataset
 from embinit.data.prepare import prepare
 from embinit.io import job_log
 
 with job_log(snakemake.log[0]):
-    sizes = prepare(snakemake.params.fmt, dict(snakemake.input.items()), dict(snakemake.output.items()))
+    p, outputs = snakemake.params, dict(snakemake.output.items())
+    if p.fmt == "hf_dataset":
+        dataset = hf_dataset.HFDataset.from_config(p.task, p.kind, p.dataset, p.num_classes)
+        sizes = hf_dataset.prepare(dataset, outputs)
+    else:
+        sizes = prepare(p.fmt, dict(snakemake.input.items()), outputs)
     logging.info("split sizes: %s", sizes)
