@@ -66,7 +66,7 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
         yield f"variants.{name}.pos_encoding", variant["pos_encoding"], registries["position encoding"]
     for section in ("tasks", "sources"):
         for name, entry in config[section].items():
-            for role, paths in entry["files"].items():
+            for role, paths in entry.get("files", {}).items():  # a hf_dataset task has none
                 key = f"{section}.{name}.files.{role}"
                 if isinstance(paths, str):
                     yield key, paths, config["remotes"]
@@ -120,6 +120,7 @@ def check(config: dict) -> None:
         _check_block(config, name)
     _check_outputs(config)
     _check_sweeps(config)
+    _check_datasets(config)
     _check_heads(config)
 
 
@@ -162,6 +163,34 @@ def _check_sweeps(config: dict) -> None:
             for part in ("initializers", "bases"):
                 for i, init in enumerate(section.get(part, [])):
                     _require(init, initializers_of(config, section["block"]), f"{key}.{part}[{i}]")
+
+
+DATASET_FIELDS = {"translation": ["src", "tgt"], "classification": ["text", "label", "labels"]}
+
+
+def _check_datasets(config: dict) -> None:
+    """A task reads either raw files or a Hugging Face dataset, and its dataset names fields of its own kind and
+    `labels` for exactly its classes."""
+    for name, task in config["tasks"].items():
+        hf = task["format"] == "hf_dataset"
+        other = "files" if hf else "dataset"
+        if other in task:
+            reads = "a Hugging Face dataset (key dataset)" if hf else "raw files (key files)"
+            raise ConfigError(f"config key tasks.{name}.{other}: format {task['format']} reads {reads}, not {other}")
+        dataset = task.get("dataset", {})
+        for kind, fields in DATASET_FIELDS.items():
+            for field in fields:
+                if kind != task["kind"] and field in dataset:
+                    raise ConfigError(
+                        f"config key tasks.{name}.dataset.{field}: a {kind} field in a {task['kind']} task; "
+                        f"it names {', '.join(DATASET_FIELDS[task['kind']])}"
+                    )
+        labels = dataset.get("labels")
+        if labels is not None and len(labels) != task["num_classes"]:
+            raise ConfigError(
+                f"config key tasks.{name}.dataset.labels: {len(labels)} values for num_classes = "
+                f"{task['num_classes']}; list each class's label value once, in class order"
+            )
 
 
 def _check_heads(config: dict) -> None:

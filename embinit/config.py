@@ -111,7 +111,7 @@ def raw_files(config: dict, blocks) -> list[str]:
     """Every raw file (remote relpath) the blocks need: their tasks' data and their sources' files."""
     paths = set()
     for block in blocks:
-        for files in config["tasks"][config["blocks"][block]["task"]]["files"].values():
+        for files in config["tasks"][config["blocks"][block]["task"]].get("files", {}).values():  # hf_dataset: none
             paths.update([files] if isinstance(files, str) else files)  # a role may name a list
         paths.update(
             f for s in config["blocks"][block]["sources"].values() if s for f in config["sources"][s]["files"].values()

@@ -2,9 +2,11 @@
 # functions the rule files call (Snakemake's lint keeps functions apart from rules). Names follow docs/design.md.
 import os
 import re
+from pathlib import Path
 
 from embinit.cluster import job_resources
 from embinit.config import evaluated_splits, sides_of, task_sides, tokenizer_of
+from embinit.data.hf_dataset import is_saved
 from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
 from embinit.layers.initializers import INITIALIZERS, reads_pretrained
@@ -87,7 +89,25 @@ def source_of(block, side):
 
 
 def task_splits(task):
-    return splits_of(config["tasks"][task]["format"])
+    return splits_of(config["tasks"][task])
+
+
+def dataset_folder(task):
+    """The files of the `save_to_disk` folder a hf_dataset task reads, as its input, so a dataset saved anew
+    reruns it (a folder's own time changes only when an entry is added or removed); none for a hub id."""
+    dataset = config["tasks"][task].get("dataset")
+    if not (dataset and is_saved(dataset["path"])):
+        return {}
+    return {"dataset": sorted(str(p) for p in Path(dataset["path"]).rglob("*") if p.is_file())}
+
+
+def prepare_params(task):
+    """What a task's prepare job reads beyond its format and files, as plain values so a changed one reruns it: a
+    hf_dataset task's fields and splits, a file format's reading options (config `tasks.<task>`)."""
+    entry = config["tasks"][task]
+    if entry["format"] == "hf_dataset":
+        return {"task": task, "kind": entry["kind"], "num_classes": entry.get("num_classes"), "dataset": entry["dataset"]}
+    return {"drop_empty": entry["drop_empty"], "unescape_entities": entry.get("unescape_entities", False)}
 
 
 def block_path(template, block, **wildcards):

@@ -100,7 +100,8 @@ for _task, _tcfg in config["tasks"].items():
         name:
             f"prepare_{_task}"
         input:
-            **{role: expand(RAW, relpath=paths) for role, paths in _tcfg["files"].items()},
+            **{role: expand(RAW, relpath=paths) for role, paths in _tcfg.get("files", {}).items()},
+            **dataset_folder(_task),
         output:
             **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
         log:
@@ -110,10 +111,8 @@ for _task, _tcfg in config["tasks"].items():
         resources:
             **CPU_JOB,
         params:
+            **prepare_params(_task),
             fmt=_tcfg["format"],
-            # plain values, not a ReadOptions: Snakemake reruns prepare when one changes
-            drop_empty=_tcfg["drop_empty"],
-            unescape_entities=_tcfg.get("unescape_entities", False),
         script:
             "../workflow_scripts/prepare.py"
 

@@ -205,6 +205,7 @@ def test_translation_run_writes_its_outputs(reference_run, toy):
     assert final["params"] == translator_parameters(4 + WORDS, 4 + WORDS, DIM, ffn_dim=32, layers=1)
     assert final["vocab_sizes"] == {"encoder": 4 + WORDS, "decoder": 4 + WORDS}
     assert final["train_size"] == 128 and final["test_size"] == 16
+    assert final["split_sizes"] == {"train": 128, "valid": 16, "test": 16}
     assert final["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     assert final["paper_bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:none|smooth:none|version:")
     assert final["valid_paper_bleu"] == best["valid_paper_bleu"]
@@ -611,6 +612,7 @@ def test_classification_run(toy, tmp_path, with_test):
         best_test = metrics.loc[metrics["test_acc"].idxmax()]
         assert (final["best_test_acc"], final["best_test_epoch"]) == (best_test["test_acc"], best_test["epoch"])
     assert final["vocab_sizes"] == {"encoder": 4 + WORDS}
+    assert final["split_sizes"] == {"train": 128, "valid": 16, **({"test": 16} if with_test else {})}
     assert not (tmp_path / "test.hyp.txt").exists()
 
 

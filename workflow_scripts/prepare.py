@@ -1,16 +1,22 @@
-"""Snakemake script: one task's raw files -> Parquet splits (embinit.data.prepare).
+"""Snakemake script: one task's raw files or Hugging Face dataset -> Parquet splits (embinit.data.prepare).
 
-input: the task's raw files by role (each a list, read in order); params: fmt (the task's format), drop_empty,
-unescape_entities (config `tasks.<task>`); output: one Parquet file per split
+input: the task's raw files by role (each a list, read in order), or a hf_dataset task's save_to_disk folder;
+params: fmt (the task's format), drop_empty and unescape_entities (config `tasks.<task>`) and, for hf_dataset, task,
+kind, num_classes and dataset (its config entry's); output: one Parquet file per split
 """
 
 import logging
 
+from embinit.data import hf_dataset
 from embinit.data.prepare import ReadOptions, prepare
 from embinit.io import job_log
 
 with job_log(snakemake.log[0]):
-    p = snakemake.params
-    options = ReadOptions(drop_empty=p.drop_empty, unescape_entities=p.unescape_entities)
-    sizes = prepare(p.fmt, dict(snakemake.input.items()), dict(snakemake.output.items()), options)
+    p, outputs = snakemake.params, dict(snakemake.output.items())
+    if p.fmt == "hf_dataset":
+        dataset = hf_dataset.HFDataset.from_config(p.task, p.kind, p.dataset, p.num_classes)
+        sizes = hf_dataset.prepare(dataset, outputs)
+    else:
+        options = ReadOptions(drop_empty=p.drop_empty, unescape_entities=p.unescape_entities)
+        sizes = prepare(p.fmt, dict(snakemake.input.items()), outputs, options)
     logging.info("split sizes: %s", sizes)

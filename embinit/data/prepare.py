@@ -254,18 +254,25 @@ FORMATS: dict[str, Callable[[dict, ReadOptions], dict[str, pd.DataFrame]]] = {
 }
 
 
-def splits_of(fmt: str) -> list[str]:
-    return ["train", "valid"] if fmt == "glue_sst2" else ["train", "valid", "test"]
+def splits_of(task: dict) -> list[str]:
+    """The splits of a config `tasks` entry: a dataset's as configured, SST-2 without test, the others all three."""
+    if task["format"] == "hf_dataset":
+        return [s for s in ("train", "valid", "test") if s in task["dataset"]["splits"]]
+    return ["train", "valid"] if task["format"] == "glue_sst2" else ["train", "valid", "test"]
 
 
 def prepare(
     fmt: str, files: dict[str, str | list[str]], outputs: dict[str, str], options: ReadOptions = ReadOptions()
 ) -> dict[str, int]:
     """Read a dataset's raw files (roles as in config `tasks.<task>.files`) and write one Parquet per split."""
-    splits = FORMATS[fmt](files, options)
+    return write_splits(FORMATS[fmt](files, options), outputs)
+
+
+def write_splits(splits: dict[str, pd.DataFrame], outputs: dict[str, str]) -> dict[str, int]:
+    """One Parquet per split, none unless every split has examples; the split sizes."""
     for split, frame in splits.items():
         if frame.empty:
-            raise DataError(f"split {split!r} has no examples: its files hold only tag lines or empty sentences")
+            raise DataError(f"split {split!r} has no examples: only tag lines, or rows with empty sentences")
     for split, frame in splits.items():
         with atomic_path(outputs[split]) as tmp:
             frame.to_parquet(tmp, index=False)

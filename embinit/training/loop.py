@@ -362,6 +362,7 @@ def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
         "vocab_sizes": {side: int(e.shape[0]) for side, e in run.embeddings.items()},
         "embedding_dim": int(run.embeddings["encoder"].shape[1]),
         "train_size": len(run.splits["train"]),
+        "split_sizes": {split: len(data) for split, data in run.splits.items()},  # rows of each tokenized split
         "epochs": spec["epochs"],
         "batch_size": spec["batch_size"],
         "lr": spec["lr"],
