@@ -13,8 +13,9 @@ from typing import Iterator
 from embinit.config import ConfigError, dim_of, heads_by_dim, heads_for, initializers_of, sides_of, violations
 from embinit.extensions import ExtensionError, load as load_extensions, registries
 from embinit.registry import AtLeast
-from embinit.outputs import OUTPUTS, generated_initializers, generated_variants
-from embinit.runsheet import trained_blocks
+from embinit.layers.initializers import fits_dim, mapping_initializers
+from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe
+from embinit.runsheet import layer_sheet, run_sheet, trained_blocks
 
 
 def _require(value, allowed, key: str) -> None:
@@ -116,12 +117,15 @@ def check(config: dict) -> None:
                 _require(param, accepted, f"{key}.{param}")
             if lines := violations(params_schema(registry[name], skip), params, key):
                 raise ConfigError("\n".join(lines))
+    for name in config["sources"]:
+        _check_source(config, name)
     for name in config["blocks"]:
         _check_block(config, name)
     _check_outputs(config)
     _check_sweeps(config)
     _check_datasets(config)
     _check_heads(config)
+    _check_dims(config)
 
 
 def _check_outputs(config: dict) -> None:
@@ -206,6 +210,47 @@ def _check_heads(config: dict) -> None:
             )
 
 
+def _check_source(config: dict, name: str) -> None:
+    """A word-level vocabulary reads a sub-word (hf) source only through its `word_rows` policy, which needs the
+    source's tokenizer file; a word source has no pieces to average."""
+    source, key = config["sources"][name], f"config key sources.{name}"
+    if source["format"] == "hf" and source["level"] == "word" and "word_rows" not in source:
+        raise ConfigError(
+            f"{key}: a word-level hf source needs `word_rows` (how a word's row is built from its pieces)"
+        )
+    if "word_rows" in source:
+        if source["format"] != "hf" or source["level"] != "word":
+            raise ConfigError(
+                f"{key}.word_rows: builds a word vocabulary's rows from a sub-word source's pieces; it needs "
+                f"format hf and level word, got format {source['format']} and level {source['level']}"
+            )
+        if "tokenizer" not in source["files"]:
+            raise ConfigError(f"{key}.files: word_rows needs the source's tokenizer file (role `tokenizer`)")
+
+
+def _check_dims(config: dict) -> None:
+    """Every layer of a block whose `dim` differs from a side's source comes from an initializer that maps the
+    source's d to D, or ignores the source: the block's initializers, and those its outputs' runs and layers name
+    (the sweeps' included)."""
+    runs = run_sheet(config, {})
+    layers = layer_sheet(config, runs, dict.fromkeys(("layer", "pretrained", "tokens"), ""))
+    layers = layers[layers.file == "layer"]
+    pairs = {(b, i) for b in config["blocks"] for i in initializers_of(config, b)}
+    pairs |= set(zip(runs.block, runs.initializer)) | set(zip(layers.block, layers.initializer))
+    for block, init in sorted(pairs):
+        entry, dim = layer_recipe(config, init)[0], dim_of(config, block)
+        for side, source in config["blocks"][block]["sources"].items():
+            d = config["sources"][source]["dim"] if source else dim
+            if not fits_dim(entry, d, dim):
+                maps = mapping_initializers()["reduce" if dim < d else "expand"]
+                raise ConfigError(
+                    f"config key blocks.{block}.dim: D = {dim}, but the {side} source {source!r} has d = {d} and "
+                    f"initializer {init!r}{f' (entry {entry!r})' if entry != init else ''} takes its rows as they "
+                    f"are; at this D the block runs only initializers that map d to D ({', '.join(maps) or 'none'}) "
+                    "or ignore the source (Xavier)"
+                )
+
+
 def _check_block(config: dict, name: str) -> None:
     """A block has exactly its task's sides, one dimension, and a sub-word source only alone."""
     block, sides = config["blocks"][name], sides_of(config, name)
@@ -217,10 +262,11 @@ def _check_block(config: dict, name: str) -> None:
     used = [s for s in block["sources"].values() if s is not None]
     if not used and "dim" not in block:
         raise ConfigError(f"config key blocks.{name}: a block with no pre-trained source needs `dim` (its D)")
-    dims = {config["sources"][s]["dim"] for s in used} | ({block["dim"]} if "dim" in block else set())
-    if len(dims) > 1:
+    dims = {config["sources"][s]["dim"] for s in used}
+    if len(dims) > 1 and "dim" not in block:
         raise ConfigError(
-            f"config key blocks.{name}: its sources and `dim` give different dimensions {sorted(dims)}; d_model is shared"
+            f"config key blocks.{name}: its sources have different dimensions {sorted(dims)} and d_model is shared; "
+            "set the block's `dim` and run initializers that map a source's d to it"
         )
     subword = {s for s in used if config["sources"][s]["level"] == "subword"}
     if subword and (len(subword) > 1 or len(subword) != len(set(used))):

@@ -91,10 +91,12 @@ def heads_for(model_cfg: dict, dim: int) -> int:
 
 
 def dim_of(config: dict, block: str) -> int:
-    """D of a block: its sources' dimension, or its own `dim` when no side has a source (a Xavier-only block)."""
+    """D of a block: its own `dim` when it sets one (a Xavier-only block must; a source of another d then needs an
+    initializer that maps d to D, embinit.checks), else its sources' dimension."""
     block_cfg = config["blocks"][block]
-    source = next((s for s in block_cfg["sources"].values() if s is not None), None)
-    return block_cfg["dim"] if source is None else config["sources"][source]["dim"]
+    if "dim" in block_cfg:
+        return block_cfg["dim"]
+    return config["sources"][next(s for s in block_cfg["sources"].values() if s is not None)]["dim"]
 
 
 def initializers_of(config: dict, block: str) -> list[str]:

@@ -202,8 +202,101 @@ def test_a_block_without_a_source_takes_its_dim_from_the_block():
     assert dim_of(config, "xavier_only") == 300
     assert dim_of(config, "multi30k_glove6b50d") == 50  # from its source
     assert _check_error({"blocks": {"multi30k_glove6b50d": {"dim": 300}}}).startswith(
-        "config key blocks.multi30k_glove6b50d: its sources and `dim` give different dimensions [50, 300]"
+        "config key blocks.multi30k_glove6b50d.dim: D = 300, but the decoder source 'glove6b50d' has d = 50"
     )
+
+
+# A block at a D of its own (issue 41 item 2): only initializers that map the source's d to D, or ignore it
+MAPPED = {"initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Pretrained_PCA", "Pretrained_UpProject"]}
+
+
+def test_a_block_at_another_dim_runs_the_initializers_that_map_to_it():
+    from embinit.config import dim_of, initializers_of
+
+    for block, dim, maps in (
+        ("multi30k_glove6b50d", 300, "Pretrained_UpProject"),
+        ("sst2_minilm", 50, "Pretrained_PCA"),
+    ):
+        config = _config({**MAPPED, "blocks": {block: {"dim": dim, "initializers": ["Xavier", maps]}}})
+        check(config)
+        assert dim_of(config, block) == dim
+        assert initializers_of(config, block) == ["Xavier", maps]
+
+
+@pytest.mark.parametrize(
+    "block, dim, init, side, source, d, maps",
+    [
+        ("multi30k_glove6b50d", 300, "Pretrained_Xavier", "decoder", "glove6b50d", 50, "Pretrained_UpProject"),
+        ("multi30k_glove6b50d", 300, "Pretrained_PCA", "decoder", "glove6b50d", 50, "Pretrained_UpProject"),
+        ("sst2_minilm", 50, "Pretrained", "encoder", "minilm", 384, "Pretrained_PCA"),
+        ("sst2_minilm", 50, "Pretrained_UpProject", "encoder", "minilm", 384, "Pretrained_PCA"),
+    ],
+)
+def test_a_block_at_another_dim_names_the_initializer_that_does_not_map(block, dim, init, side, source, d, maps):
+    overrides = {**MAPPED, "blocks": {block: {"dim": dim, "initializers": ["Xavier", init]}}}
+    assert _check_error(overrides) == (
+        f"config key blocks.{block}.dim: D = {dim}, but the {side} source {source!r} has d = {d} and initializer "
+        f"{init!r} takes its rows as they are; at this D the block runs only initializers that map d to D ({maps}) "
+        "or ignore the source (Xavier)"
+    )
+
+
+def test_a_sweep_on_a_block_at_another_dim_is_checked_by_its_entry():
+    """Table 12 runs Scaled (base Pretrained_Xavier) on its block, whatever the block's own list says."""
+    overrides = {**MAPPED, "blocks": {"sst2_minilm": {"dim": 50, "initializers": ["Xavier", "Pretrained_PCA"]}}}
+    error = _check_error({**overrides, "table12": {"block": "sst2_minilm", "bases": ["Xavier"]}})
+    assert "initializer 'Xavier_x0.25' (entry 'Scaled') takes its rows as they are" in error
+
+
+def test_sources_of_two_dims_need_the_block_dim():
+    sources = {"encoder": "glove_de", "decoder": "glove6b50d"}
+    assert _check_error({"blocks": {"multi30k_glove6b50d": {"sources": sources}}}) == (
+        "config key blocks.multi30k_glove6b50d: its sources have different dimensions [50, 300] and d_model is "
+        "shared; set the block's `dim` and run initializers that map a source's d to it"
+    )
+    check(
+        _config(
+            {
+                **MAPPED,
+                "blocks": {
+                    "multi30k_glove6b50d": {"sources": sources, "dim": 50, "initializers": ["Xavier", "Pretrained_PCA"]}
+                },
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ({"level": "word", "word_rows": None}, "config key sources.minilm_words: a word-level hf source needs `word_rows`"),
+        ({"level": "subword"}, "config key sources.minilm_words.word_rows: builds a word vocabulary's rows from a sub-word "
+         "source's pieces; it needs format hf and level word, got format hf and level subword"),
+        ({"files": {"tokenizer": None}}, "config key sources.minilm_words.files: word_rows needs the source's tokenizer"),
+    ],
+)  # fmt: skip
+def test_word_rows_needs_a_word_level_hf_source_with_its_tokenizer(source, expected):
+    config = load_default_config()
+    entry = config["sources"]["minilm_words"]
+    for key, value in source.items():
+        if isinstance(value, dict):
+            entry[key] = {k: v for k, v in entry[key].items() if k not in value}
+        elif value is None:
+            del entry[key]
+        else:
+            entry[key] = value
+    with pytest.raises(ConfigError) as error:
+        check(config)
+    assert str(error.value).startswith(expected)
+
+
+def test_word_rows_values_are_the_registry():
+    import yaml
+
+    from embinit.layers.readers import WORD_ROWS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    assert schema["properties"]["sources"]["additionalProperties"]["properties"]["word_rows"]["enum"] == list(WORD_ROWS)
 
 
 def test_a_block_lr_overrides_its_tasks_for_that_block_only():
@@ -312,3 +405,15 @@ def test_a_classification_task_needs_num_classes_in_the_schema():
     del config["tasks"]["multi30k"]["lr"]  # a translation task needs none; other keys are still required
     with pytest.raises(ConfigError, match=r"tasks.multi30k: 'lr' is a required property"):
         validate(config, SCHEMA, ["config.yaml"])
+
+
+def test_a_word_source_from_pieces_shares_the_word_vocabulary():
+    """GloVe and MiniLM's mean of pieces initialize one spaCy vocabulary: the block's tokenizer is spacy."""
+    from embinit.config import tokenizer_of
+
+    block = {"task": "sst2", "sources": {"encoder": "minilm_words"}, "epochs": 1, "batch_size": 8, "seeds": 1,
+             "family": "BERT", "dim": 50, "initializers": ["Xavier", "Pretrained_PCA"]}  # fmt: skip
+    config = _config({**MAPPED, "blocks": {"sst2_minilm_words": block}})
+    check(config)
+    assert tokenizer_of(config, "sst2_minilm_words") == tokenizer_of(config, "sst2_glove6b50d") == "spacy"
+    assert tokenizer_of(config, "sst2_minilm") == "minilm"

