@@ -194,7 +194,8 @@ COLA = yaml.safe_load((REPO / "examples" / "cola.yaml").read_text())
 
 
 def test_the_documented_cola_entry_is_the_example_file_and_a_valid_config():
-    shown = (REPO / "docs" / "extending.md").read_text().split("```yaml\n")[1].split("```")[0]
+    section = (REPO / "docs" / "extending.md").read_text().split("## A task from a Hugging Face dataset")[1]
+    shown = section.split("```yaml\n")[1].split("```")[0]
     assert yaml.safe_load(shown) == {"tasks": COLA["tasks"]}
     config = _config(COLA)
     validate(config, SCHEMA, ["config.yaml", "examples/cola.yaml"])
@@ -209,7 +210,7 @@ def test_the_documented_cola_entry_is_the_example_file_and_a_valid_config():
     [
         ({"files": {"train": "glue/SST-2/train.tsv"}}, "tasks.cola.files: format hf_dataset reads a Hugging Face "
          "dataset (key dataset), not files"),
-        ({"format": "glue_sst2", "files": {"train": "glue/SST-2/train.tsv"}}, "tasks.cola.dataset: format "
+        ({"format": "glue_sst2", "files": {"train": "glue/SST-2/train.tsv"}, "drop_empty": True}, "tasks.cola.dataset: format "
          "glue_sst2 reads raw files (key files), not dataset"),
         ({"dataset": {"src": "de"}}, "tasks.cola.dataset.src: a translation field in a classification task; "
          "it names text, label, labels"),
