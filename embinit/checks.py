@@ -10,7 +10,16 @@ import typing
 from pathlib import Path
 from typing import Iterator
 
-from embinit.config import ConfigError, dim_of, heads_by_dim, heads_for, initializers_of, sides_of, violations
+from embinit.config import (
+    ConfigError,
+    dim_of,
+    heads_by_dim,
+    heads_for,
+    initializer_setting,
+    initializers_of,
+    sides_of,
+    violations,
+)
 from embinit.extensions import ExtensionError, load as load_extensions, registries
 from embinit.registry import AtLeast
 from embinit.layers.initializers import fits_dim, mapping_initializers
@@ -48,19 +57,24 @@ JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str, object, object]]:
     """Every name the config uses to refer to something defined elsewhere, as (key, name, what it must be in):
     outputs, blocks, tasks, sources, variants, remotes, and the registries' initializers, missing-row policies and
-    position encodings. An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`,
-    `initializers`, `variants`, `seeds` (by block), `seeds_by_variant` and `questions` (a remote)."""
+    position encodings; an initializer is a registry entry or a named setting (`initializer_params.<name>.entry`).
+    An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`, `initializers`, `variants`,
+    `seeds` (by block), `seeds_by_variant` and `questions` (a remote)."""
     inits, policies, blocks = registries["initializer"], registries["missing-row policy"], config["blocks"]
+    settings = [name for name, params in config["initializer_params"].items() if "entry" in params]
+    named = [*inits, *settings]  # registry entries and the config's named settings
     sections = {name: config[name] for name in OUTPUTS if isinstance(config.get(name), dict)}
-    lists = [("outputs", config["outputs"], OUTPUTS), ("initializers", config["initializers"], inits)]
+    lists = [("outputs", config["outputs"], OUTPUTS), ("initializers", config["initializers"], named)]
     lists += [("run_blocks", config["run_blocks"], blocks)]
-    lists += [(f"blocks.{n}.initializers", b.get("initializers", []), inits) for n, b in blocks.items()]
-    parts = {"blocks": blocks, "initializers": inits, "bases": inits, "variants": config["variants"]}
+    lists += [(f"blocks.{n}.initializers", b.get("initializers", []), named) for n, b in blocks.items()]
+    parts = {"blocks": blocks, "initializers": named, "bases": inits, "variants": config["variants"]}
     for key, section in sections.items():
         lists += [(f"{key}.{part}", section.get(part, []), allowed) for part, allowed in parts.items()]
     for key, names, allowed in lists:
         yield from ((f"{key}[{i}]", name, allowed) for i, name in enumerate(names))
-    yield from ((f"initializer_params.{n}", n, inits) for n in config["initializer_params"])
+    for name, params in config["initializer_params"].items():  # a name not an entry's own says which entry it runs
+        key = f"initializer_params.{name}"
+        yield (f"{key}.entry", params["entry"], inits) if "entry" in params else (key, name, inits)
     yield "embeddings.missing", config["embeddings"]["missing"], policies
     yield from ((f"embeddings.missing_params.{n}", n, policies) for n in config["embeddings"]["missing_params"])
     for name, variant in config["variants"].items():
@@ -106,21 +120,28 @@ def check(config: dict) -> None:
         raise ConfigError(f"config key mirror: directory {config['mirror']!r} does not exist")
     for key, name, allowed in references(config, registries()):
         _require(name, allowed, key)
-    with_params = [
-        ("initializer_params", config["initializer_params"], registries()["initializer"], 3),
-        ("embeddings.missing_params", config["embeddings"]["missing_params"], registries()["missing-row policy"], 1),
-    ]
+    inits, policies = registries()["initializer"], registries()["missing-row policy"]
+    for name, params in config["initializer_params"].items():
+        if name in inits and initializer_setting(config, name)[0] != name:
+            raise ConfigError(
+                f"config key initializer_params.{name}.entry: {name!r} is the registry entry's own name; "
+                f"a setting of {params['entry']!r} needs a name of its own"
+            )
+    settings = {n: initializer_setting(config, n) for n in config["initializer_params"]}  # name: (entry, params)
+    fills = {n: (n, p) for n, p in config["embeddings"]["missing_params"].items()}
+    with_params = [("initializer_params", settings, inits, 3), ("embeddings.missing_params", fills, policies, 1)]
     for section, by_name, registry, skip in with_params:
-        for name, params in by_name.items():
-            key, accepted = f"{section}.{name}", list(inspect.signature(registry[name]).parameters)[skip:]
+        for name, (entry, params) in by_name.items():
+            key, accepted = f"{section}.{name}", list(inspect.signature(registry[entry]).parameters)[skip:]
             for param in params:
                 _require(param, accepted, f"{key}.{param}")
-            if lines := violations(params_schema(registry[name], skip), params, key):
+            if lines := violations(params_schema(registry[entry], skip), params, key):
                 raise ConfigError("\n".join(lines))
     for name in config["sources"]:
         _check_source(config, name)
     for name in config["blocks"]:
         _check_block(config, name)
+    _check_block_initializers(config)
     _check_outputs(config)
     _check_sweeps(config)
     _check_datasets(config)
@@ -154,8 +175,11 @@ def _check_sweeps(config: dict) -> None:
     registry entry; the initializers a sweep in `outputs` names are its block's (it reuses their runs)."""
     inits = registries()["initializer"]
     for name, (entry, params) in generated_initializers(config).items():
-        if name in inits:
-            raise ConfigError(f"config key initializers: {name!r}, a sweep's initializer, is a registry entry too")
+        if name in inits or name in config["initializer_params"]:
+            raise ConfigError(
+                f"config key initializers: {name!r}, a sweep's initializer, is a registry entry or a name of "
+                "initializer_params too"
+            )
         if lines := violations(params_schema(inits[entry]), params, f"{entry}({name})"):
             raise ConfigError("\n".join(lines))
     for name in generated_variants(config):
@@ -195,6 +219,20 @@ def _check_datasets(config: dict) -> None:
                 f"config key tasks.{name}.dataset.labels: {len(labels)} values for num_classes = "
                 f"{task['num_classes']}; list each class's label value once, in class order"
             )
+
+
+def _check_block_initializers(config: dict) -> None:
+    """A block that trains runs every initializer its list names, so each must be in the grid (`initializers`):
+    one the grid lacks was left out of the block's runs unsaid. A block no output trains is not held to it (an
+    overlay may shorten the grid to the blocks it runs)."""
+    for name in trained_blocks(config):
+        for i, init in enumerate(config["blocks"][name].get("initializers", [])):
+            if init not in config["initializers"]:
+                raise ConfigError(
+                    f"config key blocks.{name}.initializers[{i}]: block {name!r} names initializer {init!r}, which "
+                    f"the config's `initializers` list does not define ({', '.join(config['initializers'])}); add it "
+                    "there or drop it from the block"
+                )
 
 
 def _check_heads(config: dict) -> None:

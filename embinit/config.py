@@ -7,6 +7,7 @@ key and the allowed values rather than hours later inside a training job.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -32,11 +33,45 @@ def load(path) -> dict:
     return data
 
 
+def _strict(validator_class):
+    """`validator_class` with JSON Schema's `integer` narrowed to Python's int: JSON Schema counts 1.0 as an
+    integer, but `epochs: 1.0` reaches the training loop as a float and fails there (range(1.0))."""
+    integer = validator_class.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    )
+    return jsonschema.validators.extend(validator_class, type_checker=integer)
+
+
+# A number in exponent form without a point or without the exponent's sign: YAML 1.1 (PyYAML, Snakemake) reads it
+# as text, YAML 1.2 as a float
+_YAML11_TEXT_FLOAT = re.compile(r"([-+]?)(\d+)(?:\.(\d*))?[eE]([-+]?)(\d+)")
+
+
+def _hint(error: jsonschema.ValidationError) -> str:
+    """What to write instead, where a type error has a likely cause: a whole number written as a float, or a
+    float YAML 1.1 reads as text (`lr: 1e-3`)."""
+    if error.validator != "type":
+        return ""
+    types, value = error.validator_value, error.instance
+    wanted = set(types) if isinstance(types, list) else {types}
+    if "integer" in wanted and isinstance(value, float) and value.is_integer():
+        return f" (write {int(value)}: a point makes it a float)"
+    if wanted & {"number", "integer"} and isinstance(value, str):
+        if match := _YAML11_TEXT_FLOAT.fullmatch(value.strip()):
+            sign, whole, fraction, exp_sign, exponent = match.groups()
+            number = f"{sign}{whole}.{fraction or 0}e{exp_sign or '+'}{exponent}"
+            return f" (YAML 1.1 reads {value} as text, not a number: write {number})"
+    return ""
+
+
 def violations(schema: dict, instance, prefix: str = "") -> list[str]:
-    """One line per way `instance` breaks `schema`: the config key, the value and what is allowed."""
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    """One line per way `instance` breaks `schema`: the config key, the value and what is allowed, and what to
+    write instead where the cause is likely (embinit.config._hint)."""
+    validator = _strict(jsonschema.validators.validator_for(schema))(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: e.json_path)
-    return [f"config key {(prefix + e.json_path[1:]).lstrip('.') or '(top level)'}: {e.message}" for e in errors]
+    return [
+        f"config key {(prefix + e.json_path[1:]).lstrip('.') or '(top level)'}: {e.message}{_hint(e)}" for e in errors
+    ]
 
 
 def validate(config: dict, schema_path, files) -> None:
@@ -99,8 +134,17 @@ def dim_of(config: dict, block: str) -> int:
     return config["sources"][next(s for s in block_cfg["sources"].values() if s is not None)]["dim"]
 
 
+def initializer_setting(config: dict, name: str) -> tuple[str, dict]:
+    """The registry entry and parameters an initializer name runs: `initializer_params.<name>`, whose `entry`
+    (default: the name itself) picks the function and whose other keys are its parameters, so one entry serves
+    several named settings (`Pretrained_Gaussian_xavier: {entry: Pretrained_Gaussian, scale: xavier}`)."""
+    params = dict(config["initializer_params"].get(name, {}))
+    return params.pop("entry", name), params
+
+
 def initializers_of(config: dict, block: str) -> list[str]:
-    """The block's own list when it has one (restricted to the configured initializers), else all of them."""
+    """The block's own list when it has one, else all of the configured initializers, in the configured order (a
+    block's names are among those: embinit.checks)."""
     wanted = config["blocks"][block].get("initializers", config["initializers"])
     return [i for i in config["initializers"] if i in wanted]
 

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import pandas as pd
 
-from embinit.config import initializers_of, lr_variants, scaled_initializers
+from embinit.config import initializer_setting, initializers_of, lr_variants, scaled_initializers
 
 # One file of a block side an output reads: block, side, file ("layer": an initializer's layer; "pretrained": the
 # side's pre-trained matrix; "tokens": its rows' tokens), initializer (None but for a layer) and seed
@@ -331,5 +331,6 @@ def generated_initializers(config: dict) -> dict[str, tuple[str, dict]]:
 
 
 def layer_recipe(config: dict, init: str) -> tuple[str, dict]:
-    """The registry entry and params a layer of `init` runs: a sweep's, or the configured initializer's own."""
-    return generated_initializers(config).get(init) or (init, config["initializer_params"].get(init, {}))
+    """The registry entry and params a layer of `init` runs: a sweep's, or the configured name's
+    (embinit.config.initializer_setting)."""
+    return generated_initializers(config).get(init) or initializer_setting(config, init)

@@ -2,17 +2,20 @@
 
 The rules take each output's inputs from it and hand each report exactly its rows, so which runs a table shows is
 decided by the output's selection (embinit.outputs) and only there; a report never re-filters by config. A row says
-what its run is (block, task, sources, initializer, seed, variant and its switches, the recipe's included), how the paper's tables
-name it (`label`) and where its files are. The layer sheet does the same for the embedding layers outputs read.
+what its run is (block, task, sources, initializer with the registry entry and parameters its layer runs, seed,
+variant and its switches, the recipe's included), how the paper's tables name it (`label`) and where its files are.
+The layer sheet does the same for the embedding layers outputs read.
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 
 from embinit.config import initializers_of, seeds_of
 from embinit.layers.initializers import display_name
-from embinit.outputs import OUTPUTS, generated_initializers, variant_settings, variants_of
+from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, variant_settings, variants_of
 
 COLUMNS = [
     "output",
@@ -23,6 +26,8 @@ COLUMNS = [
     "sources",
     "source_display",
     "initializer",
+    "initializer_entry",
+    "initializer_params",
     "label",
     "seed",
     "variant",
@@ -63,6 +68,7 @@ def describe(config: dict, block: str, init: str, seed: int, variant: str) -> di
     cfg, switches = config["blocks"][block], variants_of(config)[variant]
     model, train = variant_settings(config, switches, "model"), variant_settings(config, switches, "train")
     sources, display = block_sources(config, block)
+    entry, params = layer_recipe(config, init)
     return {
         "block": block,
         "task": cfg["task"],
@@ -71,6 +77,9 @@ def describe(config: dict, block: str, init: str, seed: int, variant: str) -> di
         "sources": sources,
         "source_display": display,
         "initializer": init,
+        # the registry entry and parameters its layer runs (a named setting's, Table 12's scaled base)
+        "initializer_entry": entry,
+        "initializer_params": json.dumps(params, sort_keys=True),
         "label": display_name(init, cfg["family"]),
         "seed": seed,
         "variant": variant,

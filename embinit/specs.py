@@ -3,7 +3,7 @@ and the job records (embinit.records), so a change to any of them reruns exactly
 
 from __future__ import annotations
 
-from embinit.config import dim_of, lr_of, tokenizer_of
+from embinit.config import dim_of, initializer_setting, lr_of, tokenizer_of
 from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
@@ -30,10 +30,16 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     """A run's spec, except where it runs (Placement). `plotted`: a figure draws its validation BLEU per epoch, which
     under `train.valid_bleu: auto` is what makes it decode the validation split every epoch. A sweep's variant
     (Table 13's lr3e-4) sets its own `lr`; a variant's `model` and `train` override those sections' keys (the
-    recipe ablation's `model.init`, `train.batching`)."""
+    recipe ablation's `model.init`, `train.batching`). A named setting of an initializer
+    (`initializer_params.<name>.entry`) puts its entry and parameters in the run's identity; a name that is its
+    entry's own adds nothing there (its layer's spec holds its parameters), so earlier runs keep their digests."""
     block_cfg, task = config["blocks"][block], config["tasks"][config["blocks"][block]["task"]]
     switches = variants_of(config)[variant]
     setting = config["train"]["valid_bleu"]
+    entry, params = initializer_setting(config, init)
+    run = {"block": block, "task": block_cfg["task"], "initializer": init, "seed": seed, "variant": variant}
+    if entry != init:
+        run |= {"initializer_entry": entry, "initializer_params": params}
     return {
         "kind": task["kind"],
         "model": variant_settings(config, switches, "model"),
@@ -50,7 +56,7 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
         "tokenizer": tokenizer_of(config, block),
         "languages": task["languages"],
         "position_code": code_fingerprint(POSITION_ENCODINGS[switches["pos_encoding"]]),
-        "run": {"block": block, "task": block_cfg["task"], "initializer": init, "seed": seed, "variant": variant},
+        "run": run,
     }
 
 

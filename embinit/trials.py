@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embinit.config import ConfigError
+from embinit.config import ConfigError, initializer_setting
 from embinit.layers.initializers import INITIALIZERS, initialize, reads_pretrained
 from embinit.layers.missing import MISSING_POLICIES, fill_missing
 from embinit.models.config import ModelConfig
@@ -114,7 +114,7 @@ def try_entries(config: dict) -> None:
     missing = config["embeddings"]["missing"]
     try:
         for name in config["initializers"]:
-            try_initializer(name, config["initializer_params"].get(name, {}))
+            try_initializer(*initializer_setting(config, name))
         try_missing_policy(missing, config["embeddings"]["missing_params"].get(missing, {}))
         for name in dict.fromkeys(v["pos_encoding"] for v in config["variants"].values()):
             try_position_encoding(name, config["model"])

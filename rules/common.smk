@@ -73,7 +73,7 @@ wildcard_constraints:
     side="encoder|decoder",
     seed=r"\d+",
     variant=_choice(variants_of(config)),
-    init=_choice([*INITIALIZERS, *generated_initializers(config)]),
+    init=_choice([*INITIALIZERS, *config["initializer_params"], *generated_initializers(config)]),
 
 
 def raw(relpath):

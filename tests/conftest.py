@@ -204,6 +204,7 @@ TABLES_CONFIG = {  # a config for embinit.reports.tables / paper_comparison on f
         t: {"kind": k} for t, k in [("sst2", "classification"), ("mnli", "classification"), ("multi30k", "translation")]
     },
     "initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"],
+    "initializer_params": {},  # every name its own registry entry's, without parameters
     "sources": {"glove6b50d": {"display": STAND_IN}, "bert": {"display": "BERT"}},
     "blocks": {
         "sst2_glove6b50d": {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe"},

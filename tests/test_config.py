@@ -1,11 +1,12 @@
 """embinit.config: a bad config file or value fails at workflow load, naming the file or the key."""
 
 import pytest
+import yaml
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
 from embinit.checks import check, params_schema
-from embinit.config import ConfigError, heads_for, load, lr_of, validate, violations
+from embinit.config import ConfigError, heads_for, initializers_of, load, lr_of, validate, violations
 from embinit.runsheet import plotted, run_sheet
 from embinit.specs import train_spec
 from embinit.runsheet import trained_blocks
@@ -417,3 +418,94 @@ def test_a_word_source_from_pieces_shares_the_word_vocabulary():
     check(config)
     assert tokenizer_of(config, "sst2_minilm_words") == tokenizer_of(config, "sst2_glove6b50d") == "spacy"
     assert tokenizer_of(config, "sst2_minilm") == "minilm"
+
+
+def test_a_block_initializer_the_config_does_not_define_stops_naming_the_block_and_the_name():
+    """A trained block's list naming an initializer the grid (`initializers`) lacks used to drop it from the
+    block's runs unsaid; a name nothing defines is unknown in any block."""
+    assert _check_error({"blocks": {"sst2_glove": {"initializers": ["Xavier", "Pretrained_Gaussian"]}}}) == (
+        "config key blocks.sst2_glove.initializers[1]: block 'sst2_glove' names initializer 'Pretrained_Gaussian', "
+        "which the config's `initializers` list does not define (Xavier, Pretrained, Pretrained_Xavier, "
+        "Xavier_Pretrained, Pretrained_Shuffled); add it there or drop it from the block"
+    )
+    dormant = {"run_blocks": ["sst2_bert"], "blocks": {"mnli_glove": {"initializers": ["Pretrained_Gaussian"]}}}
+    assert "mnli_glove" not in trained_blocks(_config(dormant))
+    check(_config(dormant))  # its list drops nothing that runs
+    dormant["blocks"]["mnli_glove"]["initializers"] = ["Pretraind"]
+    assert _check_error(dormant).startswith("config key blocks.mnli_glove.initializers[0]: unknown name 'Pretraind'; ")
+    config = _config({"blocks": {"sst2_glove": {"initializers": ["Xavier", "Pretrained_Gaussian"]}}})
+    config["initializers"].append("Pretrained_Gaussian")  # defined: the block runs it
+    check(config)
+    assert initializers_of(config, "sst2_glove") == ["Xavier", "Pretrained_Gaussian"]
+
+
+def _overlay_violations(tmp_path, text: str) -> list[str]:
+    """The schema's lines for config.yaml with a config file of `text` on top, read as Snakemake reads it (YAML 1.1)."""
+    path = tmp_path / "overlay.yaml"
+    path.write_text(text)
+    return violations(load(SCHEMA), _config(load(path)))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "blocks: {sst2_glove: {epochs: 1.0}}",
+            "config key blocks.sst2_glove.epochs: 1.0 is not of type 'integer' (write 1: a point makes it a float)",
+        ),
+        (
+            "blocks: {sst2_glove: {seeds: 2.0}}",
+            "config key blocks.sst2_glove.seeds: 2.0 is not of type 'integer' (write 2: a point makes it a float)",
+        ),
+        ("table3: {seeds: 1.5}", "config key table3.seeds: 1.5 is not of type 'integer'"),
+        ("model: {dropout: 1.0}", "config key model.dropout: 1.0 is greater than or equal to the maximum of 1"),
+        ("model: {dropout: -0.1}", "config key model.dropout: -0.1 is less than the minimum of 0"),
+        (
+            "tasks: {sst2: {lr: 1e-3}}",
+            "config key tasks.sst2.lr: '1e-3' is not of type 'number' (YAML 1.1 reads 1e-3 as text, not a number: "
+            "write 1.0e-3)",
+        ),
+        (
+            "blocks: {sst2_glove: {lr: 2.5E4}}",
+            "config key blocks.sst2_glove.lr: '2.5E4' is not of type 'number' (YAML 1.1 reads 2.5E4 as text, not a "
+            "number: write 2.5e+4)",
+        ),
+        (
+            "table13: {lr: [1.0e-4, 3e+3]}",
+            "config key table13.lr[1]: '3e+3' is not of type 'number' (YAML 1.1 reads 3e+3 as text, not a number: "
+            "write 3.0e+3)",
+        ),
+        ("tasks: {sst2: {lr: fast}}", "config key tasks.sst2.lr: 'fast' is not of type 'number'"),
+    ],
+)
+def test_values_are_checked_by_meaning_naming_the_key_and_what_to_write(tmp_path, text, expected):
+    assert _overlay_violations(tmp_path, text) == [expected]
+
+
+def test_the_written_forms_the_hints_suggest_are_read_as_the_number_meant(tmp_path):
+    for text in ("1e-3", "1E-3", "-2e-4", "+5e-1", "1.5e3", "1e+3", "12.25e2"):
+        [line] = _overlay_violations(tmp_path, f"tasks: {{sst2: {{lr: {text}}}}}")
+        written = line.rsplit("write ", 1)[1].rstrip(")")
+        assert yaml.safe_load(f"lr: {written}")["lr"] == float(text), (text, written)
+    # and what the shipped configs write passes: dropout below 1, floats with a point, integers without one
+    assert (
+        _overlay_violations(
+            tmp_path, "model: {dropout: 0.0}\ntasks: {sst2: {lr: 1.0e-3}}\nblocks: {sst2_glove: {epochs: 1}}"
+        )
+        == []
+    )
+    assert _overlay_violations(tmp_path, "model: {dropout: 0.999}") == []
+
+
+def test_integer_parameters_of_a_registry_entry_refuse_a_float():
+    def fn(pretrained, shape, rng, k: int = 1, x: float = 0.5):
+        pass
+
+    schema = params_schema(fn)
+    assert violations(schema, {"k": 2.0}, "p") == [
+        "config key p.k: 2.0 is not of type 'integer' (write 2: a point makes it a float)"
+    ]
+    assert violations(schema, {"x": 2}, "p") == []  # an integer is a number
+    assert violations(schema, {"x": "1e-2"}, "p") == [
+        "config key p.x: '1e-2' is not of type 'number' (YAML 1.1 reads 1e-2 as text, not a number: write 1.0e-2)"
+    ]

@@ -28,10 +28,19 @@ def test_unknown_initializer_fails_at_once_naming_key_and_allowed(tmp_path):
         ({"blocks": {"sst2_glove": {"sources": {"encoder": "word2vec"}}}}, "blocks.sst2_glove.sources.encoder"),
         ({"mirror": "/no/such/mirror"}, "mirror: directory '/no/such/mirror' does not exist"),
         ({"blocks": {"sst2_glove": {"epochs": "five"}}}, "'five' is not of type 'integer'"),
+        (
+            {"blocks": {"sst2_glove": {"initializers": ["Xavier", "Pretrained_Gaussian"]}}},
+            "blocks.sst2_glove.initializers[1]: block 'sst2_glove' names initializer 'Pretrained_Gaussian', which",
+        ),
+        ("blocks: {sst2_glove: {epochs: 1.0}}", "blocks.sst2_glove.epochs: 1.0 is not of type 'integer' (write 1"),
+        ("model: {dropout: 1.0}", "model.dropout: 1.0 is greater than or equal to the maximum of 1"),
+        ("tasks: {sst2: {lr: 1e-3}}", "(YAML 1.1 reads 1e-3 as text, not a number: write 1.0e-3)"),
     ],
 )
 def test_bad_config_fails_before_any_job(tmp_path, overrides, expected):
-    cfg = write_config(tmp_path / "bad.yaml", overrides)
+    """`overrides`: a config, or the text of a config file (as a user writes it: YAML 1.1 reads 1e-3 as text)."""
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(overrides) if isinstance(overrides, str) else write_config(cfg, overrides)
     proc = run_snakemake(["vocabularies", "-n", "--configfile", str(cfg)], cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert expected in proc.stdout + proc.stderr
