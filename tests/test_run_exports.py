@@ -17,7 +17,7 @@ from safetensors.numpy import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from conftest import REPO, load_default_config
+from conftest import ONE_RUN, REPO, load_default_config, run_snakemake
 from embinit.reports.export import export_layers
 from embinit.reports.runs import html_page, run_table
 from embinit.reports.tensorboard import EVENTS, tag, write_tensorboard
@@ -230,3 +230,23 @@ def test_the_run_tables_page_sorts_and_filters_in_headless_chromium(first_run_ro
     assert {r[column.index("initializer")][1] for r in rows} == {"Pretrained", "Pretrained_Xavier"}
     losses = [float(r[column.index("best_valid_loss")][0]) for r in rows]
     assert losses == sorted(kept.best_valid_loss)
+
+
+@pytest.mark.slow
+def test_the_three_targets_build_from_a_runs_record_and_layer_with_no_other_rule(one_run_grid, tmp_path):
+    """The run table, the event files and the exported layer of the one-run grid, by their rules alone."""
+    work = tmp_path / "grid"
+    shutil.copytree(one_run_grid, work)
+    targets = ["runs", "tensorboard", "layer_export"]
+    config = ["--configfile", str(work / "c.yaml"), "--config", "outputs=[table1]"]
+    run_snakemake([*targets, "--cores", "1", *config, "--allowed-rules", *targets], cwd=work)
+    record = json.loads((work / ONE_RUN / "final.json").read_text())
+    table = pd.read_parquet(work / "results/runs.parquet")
+    assert table[["path", "best_valid_loss"]].values.tolist() == [[ONE_RUN, record["best_valid_loss"]]]
+    events = EventAccumulator(str(work / "results/tensorboard/sst2_glove6b50d/Pretrained/seed0/base"))
+    events.Reload()
+    assert len(events.Scalars("loss/valid_loss")) == record["epochs"]
+    layer = load_file(work / "results/layer_export/sst2_glove6b50d/Pretrained/seed0.safetensors")["encoder"]
+    np.testing.assert_array_equal(
+        layer, np.load(work / "results/sst2_glove6b50d/Pretrained/seed0/embedding_encoder.npy")
+    )
