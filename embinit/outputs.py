@@ -12,10 +12,18 @@ from typing import Callable, Iterator
 
 import pandas as pd
 
-from embinit.config import initializer_setting, initializers_of, lr_variants, scaled_initializers
+from embinit.config import (
+    initializer_setting,
+    initializers_of,
+    lr_variants,
+    scaled_initializers,
+    sides_of,
+    tokenizer_of,
+)
 
 # One file of a block side an output reads: block, side, file ("layer": an initializer's layer; "pretrained": the
-# side's pre-trained matrix; "tokens": its rows' tokens), initializer (None but for a layer) and seed
+# side's pre-trained matrix; "tokens": its rows' tokens; "vocab": the side's vocabulary; "tokenizer": the raw file of
+# a sub-word block's tokenizer), initializer (None but for a layer) and seed
 Layer = tuple[str, str, str, str | None, int]
 
 
@@ -44,6 +52,10 @@ class Output:
     reads_tables: bool = False  # reads the `compared` tables built and the runs of the `seeded` ones
     valid_bleu: bool = False  # plots validation BLEU per epoch: its runs decode it (config train.valid_bleu: auto)
     drawn: bool = False  # a table whose builder also draws it (<name>.png)
+    extra: tuple[str, ...] = ()  # its table also as <name>.<suffix>: "parquet"; "html", which the report shows
+    folder: bool = False  # a folder <results_dir>/<name>/ in place of a table (event files, exported layers)
+    # its runs are every run of the config's outputs and every run record under results_dir (embinit.runsheet)
+    every_run: bool = False
     # A sweep's runs beyond the configured ones: variants (name -> switches, with its `lr`) and initializers (name ->
     # the registry entry and params its layer runs), named so that their runs fit results/<block>/<init>/seed<k>/<variant>/
     variants: Callable[[dict], dict[str, dict]] | None = None
@@ -111,6 +123,17 @@ def _seeded_runs(name: str) -> Callable[[dict], dict]:
 def _section_runs(name: str, parts=("blocks", "initializers", "variants")) -> Callable[[dict], dict]:
     """Config section `name`'s selection: its blocks, initializers and variants."""
     return lambda config: {part: config[name][part] for part in parts}
+
+
+def _run_layers(config: dict, runs: pd.DataFrame) -> Iterator[Layer]:
+    """The layers its runs start from, each block side's vocabulary and a sub-word block's tokenizer file."""
+    started = runs[["block", "initializer", "seed"]].drop_duplicates()
+    for block, init, seed in started.itertuples(index=False):
+        yield from ((block, side, "layer", init, int(seed)) for side in sides_of(config, block))
+    for block in dict.fromkeys(started.block):
+        yield from ((block, side, "vocab", None, 0) for side in sides_of(config, block))
+        if tokenizer_of(config, block) != "spacy":
+            yield block, sides_of(config, block)[0], "tokenizer", None, 0
 
 
 def _table12_layers(config: dict) -> dict[str, tuple[str, dict]]:
@@ -285,6 +308,23 @@ OUTPUTS: dict[str, Output] = {
             drawn=True,
         ),
         Output("paper_comparison", "Paper vs ours", reads_tables=True),
+        Output(  # every run in one table: the HTML report's is sortable and filterable
+            "runs",
+            "Runs",
+            files=("final", "metrics"),
+            markdown=False,
+            extra=("parquet", "html"),
+            every_run=True,
+        ),
+        Output("tensorboard", "Runs", files=("final", "metrics"), folder=True, every_run=True),
+        Output(  # the layers the runs start from, as safetensors with their vocabulary, for other training code
+            "layer_export",
+            "Runs",
+            files=(),
+            layers=_run_layers,
+            folder=True,
+            every_run=True,
+        ),
         Output(
             "embedding_matches",
             "Embeddings",

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import pandas as pd
 
-from embinit.config import initializers_of, seeds_of
-from embinit.layers.initializers import display_name
+from embinit.config import initializers_of, seeds_of, tokenizer_of
+from embinit.layers.initializers import INITIALIZERS, display_name
 from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, variant_settings, variants_of
 
 COLUMNS = [
@@ -38,6 +40,11 @@ COLUMNS = [
     "final_norm",
     "batching",
 ]
+
+
+# The column of an `every_run` output's rows only: the config's outputs that show the run
+EVERY_RUN_COLUMNS = ["shown_in"]
+Run = tuple[str, str, int, str]  # block, initializer, seed, variant
 
 
 def selections(config: dict) -> list[dict]:
@@ -99,22 +106,47 @@ def _initializers(config: dict, block: str, wanted: list[str] | None) -> list[st
     return own + [i for i in wanted or [] if i in generated_initializers(config)]
 
 
-def run_sheet(config: dict, paths: dict[str, str]) -> pd.DataFrame:
+def run_sheet(config: dict, paths: dict[str, str], recorded: list[Run] = ()) -> pd.DataFrame:
     """One row per (output, run) of `selections`, in the config's order, with a column per `paths` template
-    (name -> template with {block}, {init}, {seed}, {variant}: the run's files)."""
+    (name -> template with {block}, {init}, {seed}, {variant}: the run's files); then, for each `every_run` output,
+    one row per run of the config's outputs and per run of `recorded` (`recorded_runs`) no output shows."""
+
+    def row(output: str, block: str, init: str, seed: int, variant: str) -> dict:
+        files = {name: t.format(block=block, init=init, seed=seed, variant=variant) for name, t in paths.items()}
+        return {"output": output, **describe(config, block, init, seed, variant), **files}
+
     rows = [
-        {
-            "output": sel["output"],
-            **describe(config, block, init, seed, variant),
-            **{name: t.format(block=block, init=init, seed=seed, variant=variant) for name, t in paths.items()},
-        }
+        row(sel["output"], block, init, seed, variant)
         for sel in selections(config)
         for block in sel["blocks"]
         for init in _initializers(config, block, sel.get("initializers"))
         for variant in sel.get("variants", ["base"])
         for seed in _seeds(config, block, sel.get("seeds_by_variant", {}).get(variant, sel.get("seeds")))
     ]
-    return pd.DataFrame(rows, columns=COLUMNS + list(paths))
+    shown_in: dict[Run, dict[str, None]] = {}
+    for r in rows:
+        if r["output"] in config["outputs"]:
+            shown_in.setdefault((r["block"], r["initializer"], r["seed"], r["variant"]), {})[r["output"]] = None
+    for run in recorded:
+        shown_in.setdefault(run, {})
+    for name in (name for name, out in OUTPUTS.items() if out.every_run):
+        rows += [row(name, *run) | {"shown_in": "; ".join(outputs)} for run, outputs in shown_in.items()]
+    return pd.DataFrame(rows, columns=COLUMNS + list(paths) + EVERY_RUN_COLUMNS)
+
+
+def recorded_runs(config: dict, results_dir: str | Path) -> list[Run]:
+    """Every run record under `results_dir` (a final.json with its metrics.parquet) whose block, initializer and
+    variant the config knows: a run no configured output shows keeps its row in the run table."""
+    inits = {*INITIALIZERS, *config["initializer_params"], *generated_initializers(config)}
+    variants = variants_of(config)
+    runs = []
+    for final in sorted(Path(results_dir).glob("*/*/seed*/*/final.json")):
+        block, init, seed, variant = final.parts[-5:-1]
+        seed = seed.removeprefix("seed")
+        known = block in config["blocks"] and init in inits and variant in variants and seed.isdigit()
+        if known and final.with_name("metrics.parquet").is_file():
+            runs.append((block, init, int(seed), variant))
+    return runs
 
 
 def trained_blocks(config: dict) -> list[str]:
@@ -129,11 +161,15 @@ LAYER_COLUMNS = ["output", "block", "task", "family", "source", "source_display"
 def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str]) -> pd.DataFrame:
     """One row per (output, file) of the outputs that read embedding layers (embinit.outputs.Layer); `runs` is the
     run sheet (an output's layers may follow its runs), `paths` a template per kind of file (layer: with {block},
-    {init}, {seed}, {side}; pretrained, tokens: with {block}, {side})."""
+    {init}, {seed}, {side}; pretrained, tokens: with {block}, {side}; vocab: with {task}, {tokenizer}, {side};
+    tokenizer: {relpath}, the tokenizer's raw file)."""
     rows = []
     for name, out in OUTPUTS.items():
         for block, side, file, init, seed in out.layers(config, runs[runs.output == name]) if out.layers else ():
             cfg, source = config["blocks"][block], config["blocks"][block]["sources"][side]
+            tokenizer = tokenizer_of(config, block)
+            relpath = config["sources"][tokenizer]["files"]["tokenizer"] if tokenizer != "spacy" else None
+            fields = {"block": block, "side": side, "init": init, "seed": seed, "task": cfg["task"]}
             rows.append(
                 {
                     "output": name,
@@ -146,7 +182,7 @@ def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str]) -> pd.D
                     "file": file,
                     "initializer": init,
                     "seed": seed,
-                    "path": paths[file].format(block=block, side=side, init=init, seed=seed),
+                    "path": paths[file].format(**fields, tokenizer=tokenizer, relpath=relpath),
                 }
             )
     return pd.DataFrame(rows, columns=LAYER_COLUMNS + ["path"])

@@ -12,7 +12,7 @@ from embinit.extensions import ExtensionFiles
 from embinit.layers.initializers import INITIALIZERS, reads_pretrained
 from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, variants_of
 from embinit.records import ResultsLock, plan, sidecar_of
-from embinit.runsheet import layer_sheet, plotted, run_sheet
+from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
 from embinit.specs import layer_spec, train_spec
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
@@ -51,11 +51,22 @@ PLAN = f"{RES}/.plans/{{block}}/{{init}}/seed{{seed}}/{{job}}/plan.json"
 TABLE = f"{RES}/{{name}}.csv"
 TABLE_MD = f"{RES}/{{name}}.md"
 FIGURE = f"{RES}/{{name}}.png"
+TABLE_AS = f"{RES}/{{name}}.{{suffix}}"  # a table's other formats (Output.extra): parquet, html
+FOLDER = f"{RES}/{{name}}"  # an output that is a folder: TensorBoard's event files, the exported layers
 REPORTS_LOG = f"{RES}/logs/{{name}}.log"
 
-# The run sheet (embinit.runsheet): one row per (output, run) it shows; the layer sheet: one per (output, layer file)
-RUNS = run_sheet(config, {"final": FINAL, "metrics": METRICS, "trained": TRAINED, "run": RUN})
-LAYERS = layer_sheet(config, RUNS, {"layer": EMBEDDING, "pretrained": PRETRAINED, "tokens": PRETRAINED_TOKENS})
+# The run sheet (embinit.runsheet): one row per (output, run) it shows, with the run records found for the outputs of
+# every run; the layer sheet: one per (output, layer file)
+RUN_FILES = {"final": FINAL, "metrics": METRICS, "trained": TRAINED, "run": RUN}
+RUNS = run_sheet(config, RUN_FILES, recorded_runs(config, RES))
+LAYER_FILES = {
+    "layer": EMBEDDING,
+    "pretrained": PRETRAINED,
+    "tokens": PRETRAINED_TOKENS,
+    "vocab": VOCAB,
+    "tokenizer": RAW,
+}
+LAYERS = layer_sheet(config, RUNS, LAYER_FILES)
 PLOTTED = plotted(RUNS)  # the runs a figure draws validation BLEU of
 
 
@@ -164,13 +175,20 @@ def train_inputs(wc):
 
 
 def output_files(out):
-    """A figure's PNG and its data, a table's CSV (and Markdown, and a drawn table's PNG); the first (and a drawn
-    table's PNG) is in the HTML report."""
-    shown = report(fill(FIGURE if out.figure else TABLE, name=out.name), f"../report/{out.name}.rst", out.category)
+    """A figure's PNG and its data, a table's CSV (and Markdown, its other formats, a drawn table's PNG), or a folder;
+    the first (a table's HTML in its place, and a drawn table's PNG) is in the HTML report."""
+    caption = f"../report/{out.name}.rst"
+    if out.folder:
+        return {"folder": directory(fill(FOLDER, name=out.name))}
+    shown = report(fill(FIGURE if out.figure else TABLE, name=out.name), caption, out.category)
     if out.figure:
         return {"png": shown, "csv": fill(TABLE, name=out.name)}
-    drawn = {"png": report(fill(FIGURE, name=out.name), f"../report/{out.name}.rst", out.category)} if out.drawn else {}
-    return {"csv": shown, **({"md": fill(TABLE_MD, name=out.name)} if out.markdown else {}), **drawn}
+    files = {"csv": shown if "html" not in out.extra else fill(TABLE, name=out.name)}
+    files.update({"md": fill(TABLE_MD, name=out.name)} if out.markdown else {})
+    files.update({suffix: fill(TABLE_AS, name=out.name, suffix=suffix) for suffix in out.extra})
+    if "html" in out.extra:
+        files["html"] = report(files["html"], caption, out.category)
+    return files | ({"png": report(fill(FIGURE, name=out.name), caption, out.category)} if out.drawn else {})
 
 
 def output_inputs(out):
@@ -193,5 +211,5 @@ def sheet_of(out):
 
 def sheet_rows(out):
     """The run-sheet rows `out`'s builder reads (params.rows); the paper comparison's keep their `output`."""
-    rows = sheet_of(out)
+    rows = sheet_of(out).drop(columns=[] if out.every_run else EVERY_RUN_COLUMNS)
     return (rows if out.reads_tables else rows.drop(columns="output")).to_dict("records")

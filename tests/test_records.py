@@ -14,6 +14,8 @@ import pytest
 
 from conftest import REPO, result_set_config
 from embinit.config import initializers_of, lr_variants, scaled_initializers, seeds_of
+from embinit.reports.runs import run_table
+from embinit.runsheet import recorded_runs, run_sheet
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
@@ -27,6 +29,7 @@ RECORD_TABLES = [
     RESULTS / "offline-cpu/table11.csv",
 ]
 RECORDS = sorted(REPO.glob("results/*/*/*/seed*/*/final.json"))
+RUN_FILES = {"final": "/final.json", "metrics": "/metrics.parquet", "run": ""}  # a run's files, from its directory
 TRANSLATION = [p for p in RECORDS if json.loads(p.read_text())["kind"] == "translation"]
 
 
@@ -198,3 +201,20 @@ def test_offline_recipe_ablation_recomputes_from_its_runs_records():
         assert row.best_valid_loss == pytest.approx(statistics.fmean(r["best_valid_loss"] for r in records))
         if row.model == "recipe":  # records from before issue 40 carry no such keys: the first model on buckets
             assert {(r["model_init"], r["final_norm"], r["batching"]) for r in records} == {("recipe", True, "random")}
+
+
+@pytest.mark.parametrize("result_set", ["first-run", "offline-cpu", "paper-scale-cpu"])
+def test_committed_run_tables_hold_every_record_and_rebuild_from_them(result_set, monkeypatch):
+    """results/<set>/runs.csv (and .parquet) has a row per committed run record, and is what embinit.reports.runs
+    builds from those records today (README "Every run in one table")."""
+    monkeypatch.chdir(REPO)
+    config = result_set_config(result_set)
+    res = config["results_dir"]
+    paths = {name: f"{res}/{{block}}/{{init}}/seed{{seed}}/{{variant}}{tail}" for name, tail in RUN_FILES.items()}
+    sheet = run_sheet(config, paths, recorded_runs(config, res))
+    table = run_table(sheet[sheet.output == "runs"])
+    committed = pd.read_parquet(RESULTS / result_set / "runs.parquet")
+    pd.testing.assert_frame_equal(table, committed)
+    assert (RESULTS / result_set / "runs.csv").read_text() == table.to_csv(index=False)
+    records = {str(p.parent.relative_to(REPO)) for p in RECORDS if p.parts[len(RESULTS.parts)] == result_set}
+    assert set(table.path) == records

@@ -8,7 +8,10 @@ import pandas as pd
 
 from embinit.config import scaled_initializers
 from embinit.reports import analogy, comparison, figures, recipe, statistics, sweeps, tables
+from embinit.reports.export import export_layers
 from embinit.reports.matches import write_match_report
+from embinit.reports.runs import run_table, write_runs
+from embinit.reports.tensorboard import write_tensorboard
 
 
 def _rows(job) -> pd.DataFrame:
@@ -117,3 +120,18 @@ def paper_comparison(job) -> pd.DataFrame:
 
 def embedding_matches(job) -> pd.DataFrame:
     return write_match_report(_layers(job).to_dict("records"), job.output.csv)
+
+
+def runs(job) -> pd.DataFrame:
+    table, out = run_table(_rows(job)), job.output
+    write_runs(table, out.csv, out.parquet, out.html, f"Runs of {job.config['results_dir']}")
+    return table
+
+
+def tensorboard(job) -> pd.DataFrame:
+    rows = _rows(job)
+    return write_tensorboard(run_table(rows), rows.metrics.tolist(), job.output.folder)
+
+
+def layer_export(job) -> pd.DataFrame:
+    return export_layers(_layers(job), job.output.folder)
