@@ -106,18 +106,6 @@ def seeds_of(config: dict, block: str) -> list[int]:
     return list(range(config["blocks"][block]["seeds"]))
 
 
-def raw_files(config: dict, blocks) -> list[str]:
-    """Every raw file (remote relpath) the blocks need: their tasks' data and their sources' files."""
-    paths = set()
-    for block in blocks:
-        for files in config["tasks"][config["blocks"][block]["task"]]["files"].values():
-            paths.update([files] if isinstance(files, str) else files)  # a role may name a list
-        paths.update(
-            f for s in config["blocks"][block]["sources"].values() if s for f in config["sources"][s]["files"].values()
-        )
-    return sorted(paths)
-
-
 def scaled_initializers(section: dict) -> dict[str, dict]:
     """Table 12's initializers by name, each {base, k}: the base at k = 1 (the block's own runs, reused), else
     <base>_x<k> (e.g. Pretrained_Xavier_x4), the base's layer times k (initializer Scaled)."""

@@ -1,8 +1,9 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
 from embinit.data.fetch import FetchSettings, check_cached
-from embinit.config import evaluated_splits, raw_files
+from embinit.config import evaluated_splits
 from embinit.data.vocab import SPLIT_LAYOUT
+from embinit.runsheet import fetched_raw
 
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
 if workflow.is_main_process:
@@ -30,17 +31,13 @@ rule fetch:
         "../workflow_scripts/fetch.py"
 
 
-# The remotes of every raw file the run_blocks and the outputs' config sections (Table 4's questions) read, by relpath:
-# what prefetch and preflight cover.
-NEEDED_REMOTES = {
-    rel: config["remotes"][rel]
-    for rel in raw_files(config, config["run_blocks"])
-    + [p for o in OUTPUTS.values() for p in o.raw_files(config).values()]
-}
+# The remotes of every raw file the jobs of config `outputs` fetch (the DAG of `all`), by relpath: what prefetch and
+# preflight cover (tests/test_preflight.py compares them with each shipped config's dry run).
+NEEDED_REMOTES = {rel: config["remotes"][rel] for rel in fetched_raw(config, RUNS, LAYERS)}
 
 
 rule prefetch:
-    """Fetch everything the run_blocks (and Table 4) need, e.g. on a login node; every failure listed at the end."""
+    """Fetch every raw file the outputs need, e.g. on a login node; every failure listed at the end."""
     log:
         fill(DATA_LOG, stage="prefetch", name="summary"),
     localrule: True
