@@ -93,6 +93,7 @@ for _task, _tcfg in config["tasks"].items():
         input:
             **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
             tokenizer_file=tokenizer_input,
+            check=vocab_check(_task),
         output:
             **{f"vocab_{side}": fill(VOCAB, task=_task, side=side) for side in task_sides(config, _task)},
             **{f"ids_{s}": fill(TOKENIZED, task=_task, split=s) for s in task_splits(_task)},
