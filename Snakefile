@@ -7,6 +7,7 @@ from snakemake.utils import min_version
 from embinit.checks import check
 from embinit.cluster import check_packed_training
 from embinit.config import add_hub_checkpoints, load, validate
+from embinit.outputs import targeted_outputs
 from embinit.trials import try_entries
 
 min_version("9.0")
@@ -67,9 +68,16 @@ onerror:
 
 onsuccess:
     RESULTS_LOCK.release()
-    print(f"\nDone. Tables (CSV for code, Markdown to read) are in {RES}/: " + ", ".join(config["outputs"]) + ".")
-    print(f"Start with {RES}/paper_comparison.md (ours beside the paper's, finding by finding).")
-    print(
-        "Next: the full offline run, --configfile config/offline-cpu.yaml (hours on 2 cores, in parts: README), or the "
-        "paper's grid with internet and a GPU: snakemake --profile profiles/slurm results/table1.csv"
-    )
+    targets = workflow.dag_settings.targets or {"all"}  # the first rule, `all`, when none is named
+    built = targeted_outputs(config, targets, RES)
+    if not built:  # preflight, prefetch, runs, layers: their own lines say what they did
+        print(f"\nDone: {', '.join(sorted(targets))}.")
+    else:
+        print(f"\nDone. Tables (CSV for code, Markdown to read) are in {RES}/: " + ", ".join(built) + ".")
+    if "paper_comparison" in built:
+        print(f"Start with {RES}/paper_comparison.md (ours beside the paper's, finding by finding).")
+    if "all" in targets:
+        print(
+            "Next: the full offline run, --configfile config/offline-cpu.yaml (hours on 2 cores, in parts: README), "
+            "or the paper's grid with internet and a GPU: snakemake --profile profiles/slurm results/table1.csv"
+        )

@@ -271,7 +271,7 @@ def _check_dims(config: dict) -> None:
     source's d to D, or ignores the source: the block's initializers, and those its outputs' runs and layers name
     (the sweeps' included)."""
     runs = run_sheet(config, {})
-    layers = layer_sheet(config, runs, dict.fromkeys(("layer", "pretrained", "tokens"), ""))
+    layers = layer_sheet(config, runs)
     layers = layers[layers.file == "layer"]
     pairs = {(b, i) for b in config["blocks"] for i in initializers_of(config, b)}
     pairs |= set(zip(runs.block, runs.initializer)) | set(zip(layers.block, layers.initializer))

@@ -153,18 +153,6 @@ def seeds_of(config: dict, block: str) -> list[int]:
     return list(range(config["blocks"][block]["seeds"]))
 
 
-def raw_files(config: dict, blocks) -> list[str]:
-    """Every raw file (remote relpath) the blocks need: their tasks' data and their sources' files."""
-    paths = set()
-    for block in blocks:
-        for files in config["tasks"][config["blocks"][block]["task"]].get("files", {}).values():  # hf_dataset: none
-            paths.update([files] if isinstance(files, str) else files)  # a role may name a list
-        paths.update(
-            f for s in config["blocks"][block]["sources"].values() if s for f in config["sources"][s]["files"].values()
-        )
-    return sorted(paths)
-
-
 def _hub_checkpoint_names(source: dict) -> dict[str, str]:
     """role -> file name in the repository of a `format: hf_checkpoint` source."""
     names = {"config": "config.json", "tokenizer": source["tokenizer"]}

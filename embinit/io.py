@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -11,6 +12,8 @@ import secrets
 import warnings
 from pathlib import Path
 from typing import Iterator
+
+import pyarrow.parquet as pq
 
 
 @contextlib.contextmanager
@@ -110,3 +113,22 @@ def job_log(path: str | os.PathLike) -> Iterator[None]:
         finally:
             root.removeHandler(handler)
             root.setLevel(level)
+
+
+@functools.cache
+def _parquet_problem(path: str, size: int, mtime_ns: int) -> str | None:
+    try:
+        pq.read_metadata(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        return f"{path} is not a readable Parquet file ({err})"
+    return None
+
+
+def parquet_problem(path: str | os.PathLike) -> str | None:
+    """Why a Parquet file a job will read cannot be read (its footer, checked once per size and mtime); None when
+    it reads or is absent (its job makes it)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return _parquet_problem(str(path), stat.st_size, stat.st_mtime_ns)

@@ -8,6 +8,7 @@ building the DAG does not load pandas' plotting or scipy's statistics.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pandas as pd
@@ -374,3 +375,17 @@ def layer_recipe(config: dict, init: str) -> tuple[str, dict]:
     """The registry entry and params a layer of `init` runs: a sweep's, or the configured name's
     (embinit.config.initializer_setting)."""
     return generated_initializers(config).get(init) or initializer_setting(config, init)
+
+
+def targeted_outputs(config: dict, targets, results_dir: str) -> list[str]:
+    """The outputs a run's targets build (`all`: config `outputs`; an output's rule or one of its files), in order:
+    what its end message names."""
+    names = []
+    for target in targets:
+        if target == "all":
+            names += config["outputs"]
+        elif target in OUTPUTS:
+            names.append(target)
+        elif Path(target).parent == Path(results_dir) and Path(target).stem in OUTPUTS:
+            names.append(Path(target).stem)
+    return list(dict.fromkeys(names))

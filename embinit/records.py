@@ -3,7 +3,10 @@
 Snakemake reruns a job whose params changed only while its own records (.snakemake/metadata) are there; from
 another working directory, or after they are deleted, a stale output would look current. So a run's final.json and
 a layer's sidecar hold the digest of the spec their job ran with, and the workflow compares it with the planned one
-while it builds the DAG (`plan`, called by the input functions of rules/common.smk).
+while it builds the DAG (`plan`, called by the input functions of rules/common.smk). An aggregate (a table, a
+figure) keeps the digest of the records it read (runs' final.json and metrics, the tables compared): a record
+missing or changed since it was built makes it stale (`plan_aggregate`). Snakemake alone keeps a table whose
+inputs were deleted (as it keeps outputs downstream of a temp() file): nothing would rerun the lost run.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from embinit.io import write_text_atomic
+from embinit.io import sha256_of, write_text_atomic
 
 
 def spec_digest(spec: dict) -> str:
@@ -51,9 +54,11 @@ def recorded_digest(record: str | os.PathLike) -> str | None:
     return data.get("spec_digest") if isinstance(data, dict) else UNREADABLE
 
 
-def stale_reason(record: str | os.PathLike, spec: dict) -> str | None:
-    """Why the output `record` stands for is stale against the planned `spec`, or None when it is not (or no
-    digest says)."""
+def stale_reason(record: str | os.PathLike, spec: dict, output: str | os.PathLike | None = None) -> str | None:
+    """Why the output `record` stands for (`output`, when it is another file) is stale against the planned `spec`,
+    or None when it is not (or no digest says). An output whose record is missing is stale."""
+    if output is not None and Path(output).is_file() and not Path(record).is_file():
+        return f"{output} has no record {record}"
     recorded, planned = recorded_digest(record), spec_digest(spec)
     if recorded is None or recorded == planned:
         return None
@@ -65,21 +70,87 @@ def stale_reason(record: str | os.PathLike, spec: dict) -> str | None:
 _SAID: set[str] = set()
 
 
-def plan(planned: str | os.PathLike, record: str | os.PathLike, spec: dict) -> str:
+def plan(
+    planned: str | os.PathLike,
+    record: str | os.PathLike,
+    spec: dict,
+    output: str | os.PathLike | None = None,
+    problem: str | None = None,
+) -> str:
     """Write `spec` to `planned`, a file the job takes as input, and date it now when `record` is stale against
-    it (the job then reruns by mtime, whatever .snakemake/ holds; the run says why on stderr) and at the epoch
-    otherwise (it triggers nothing). Returns `planned`."""
-    planned = Path(planned)
-    text = json.dumps({"spec_digest": spec_digest(spec), "spec": spec}, indent=1, sort_keys=True, default=str)
+    it, or a check of the output found a `problem` (the job then reruns by mtime, whatever .snakemake/ holds; the
+    run says why on stderr), and at the epoch otherwise (it triggers nothing). Returns `planned`."""
+    reason = problem or stale_reason(record, spec, output)
+    return _date(planned, {"spec_digest": spec_digest(spec), "spec": spec}, reason)
+
+
+def _date(planned: str | os.PathLike, content: dict, reason: str | None) -> str:
+    """Write `content` to `planned` if it differs, and date it now when `reason` says the output is stale (said once
+    on stderr), else at the epoch. A stale plan also holds the reason and the time: Snakemake takes an input newer
+    than the output as unchanged while its checksum equals the one it recorded when the output was built."""
+    planned, stamp = Path(planned), time.time() if reason else 0
+    if reason:
+        content = {**content, "stale": {"reason": reason, "at": stamp}}
+    text = json.dumps(content, indent=1, sort_keys=True, default=str)
     if not planned.is_file() or planned.read_text(encoding="utf-8") != text + "\n":
         write_text_atomic(planned, text + "\n")
-    reason = stale_reason(record, spec)
-    stamp = time.time() if reason else 0
     os.utime(planned, (stamp, stamp))
     if reason and reason not in _SAID:  # input functions run more than once per job
         _SAID.add(reason)
         print(f"embinit: stale output, its job reruns: {reason}", file=sys.stderr)
     return str(planned)
+
+
+def plan_check(planned: str | os.PathLike, problems: list[str]) -> str:
+    """`planned`, dated now when a check of the job's outputs found `problems` (it then rebuilds them), else at the
+    epoch."""
+    return _date(planned, {}, "; ".join(problems) or None)
+
+
+_HASHED: dict[tuple[str, int, int], str] = {}
+
+
+def records_digest(records: list[str]) -> str:
+    """Short sha256 over the records' contents, in the order of their paths (each file hashed once per size and
+    mtime): the same in a moved or copied results directory."""
+    parts = []
+    for record in sorted(records):
+        stat = os.stat(record)
+        key = (str(record), stat.st_size, stat.st_mtime_ns)
+        if key not in _HASHED:
+            _HASHED[key] = sha256_of(record)
+        parts.append(_HASHED[key])
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def aggregate_stale_reason(output: str | os.PathLike, records: list[str]) -> str | None:
+    """Why the aggregate `output` is stale: a record it read is missing, or the records changed since it was built
+    (its sidecar says; one built before sidecars is judged by the first alone). None when it is current or absent."""
+    if not Path(output).is_file():
+        return None
+    missing = [r for r in records if not Path(r).is_file()]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        return f"{output} was built from {missing[0]}{more}, now missing"
+    try:
+        recorded = json.loads(sidecar_of(output).read_text(encoding="utf-8")).get("records_digest")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded is not None and recorded != records_digest(records):
+        return f"{output}: the records it was built from changed since"
+    return None
+
+
+def plan_aggregate(planned: str | os.PathLike, output: str | os.PathLike, records: list[str]) -> str:
+    """Write the records the aggregate `output` reads to `planned`, dated now when `output` is stale against them
+    (aggregate_stale_reason), else at the epoch. Returns `planned`."""
+    return _date(planned, {"records": sorted(records)}, aggregate_stale_reason(output, records))
+
+
+def write_aggregate_sidecar(output: str | os.PathLike, planned: str | os.PathLike) -> None:
+    """Record the digest of the records (listed in `planned`) that `output` was just built from."""
+    records = json.loads(Path(planned).read_text(encoding="utf-8"))["records"]
+    write_text_atomic(sidecar_of(output), json.dumps({"records_digest": records_digest(records)}) + "\n")
 
 
 class ResultsLock:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from embinit.config import initializers_of, seeds_of, tokenizer_of
-from embinit.layers.initializers import INITIALIZERS, display_name
+from embinit.config import initializers_of, seeds_of, sides_of, tokenizer_of
+from embinit.layers.initializers import INITIALIZERS, display_name, reads_pretrained
 from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, variant_settings, variants_of
 
 COLUMNS = [
@@ -158,11 +158,11 @@ def trained_blocks(config: dict) -> list[str]:
 LAYER_COLUMNS = ["output", "block", "task", "family", "source", "source_display", "side", "file", "initializer", "seed"]
 
 
-def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str]) -> pd.DataFrame:
+def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per (output, file) of the outputs that read embedding layers (embinit.outputs.Layer); `runs` is the
     run sheet (an output's layers may follow its runs), `paths` a template per kind of file (layer: with {block},
     {init}, {seed}, {side}; pretrained, tokens: with {block}, {side}; vocab: with {task}, {tokenizer}, {side};
-    tokenizer: {relpath}, the tokenizer's raw file)."""
+    tokenizer: {relpath}, the tokenizer's raw file; None: rows without paths, for what reads only the layers' kinds)."""
     rows = []
     for name, out in OUTPUTS.items():
         for block, side, file, init, seed in out.layers(config, runs[runs.output == name]) if out.layers else ():
@@ -182,7 +182,7 @@ def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str]) -> pd.D
                     "file": file,
                     "initializer": init,
                     "seed": seed,
-                    "path": paths[file].format(**fields, tokenizer=tokenizer, relpath=relpath),
+                    "path": paths[file].format(**fields, tokenizer=tokenizer, relpath=relpath) if paths else None,
                 }
             )
     return pd.DataFrame(rows, columns=LAYER_COLUMNS + ["path"])
@@ -193,3 +193,37 @@ def plotted(runs: pd.DataFrame) -> set[tuple[str, str, str]]:
     (Figure 1): under `train.valid_bleu: auto` only these decode the validation split every epoch."""
     shown = runs[runs.output.isin([name for name, out in OUTPUTS.items() if out.valid_bleu])]
     return set(shown[["block", "initializer", "variant"]].itertuples(index=False, name=None))
+
+
+def fetched_raw(config: dict, runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
+    """The raw files (remotes' relpaths) the jobs of config `outputs` fetch, as the rules' inputs reach them: each
+    block's task data (and sub-word tokenizer) for its runs and layers, a side's source files where a layer reads
+    its pre-trained matrix, and the files the outputs' config sections name. What prefetch and preflight cover."""
+    built = config["outputs"]
+    runs, layers = runs[runs.output.isin(built)], layers[layers.output.isin(built)]
+    sourced = {  # (block, side) whose pre-trained matrix some layer reads
+        (block, side)
+        for block, init in set(runs[["block", "initializer"]].itertuples(index=False, name=None))
+        for side in sides_of(config, block)
+        if reads_pretrained(layer_recipe(config, init)[0])
+    } | {
+        (r.block, r.side)
+        for r in layers.itertuples()
+        if r.file != "layer" or reads_pretrained(layer_recipe(config, r.initializer)[0])
+    }
+    files = set()
+    for block in {*runs.block, *layers.block}:
+        files.update(_task_files(config, config["blocks"][block]["task"]))
+        if tokenizer_of(config, block) != "spacy":
+            files.add(config["sources"][tokenizer_of(config, block)]["files"]["tokenizer"])
+    for block, side in sourced:
+        if source := config["blocks"][block]["sources"][side]:
+            files.update(config["sources"][source]["files"].values())
+    files.update(path for name in built for path in OUTPUTS[name].raw_files(config).values())
+    return sorted(files)
+
+
+def _task_files(config: dict, task: str) -> list[str]:
+    """A task's raw files; a role may name a list."""
+    roles = config["tasks"][task].get("files", {}).values()  # a hf_dataset task: none
+    return [f for files in roles for f in ([files] if isinstance(files, str) else files)]

@@ -9,9 +9,10 @@ from embinit.config import evaluated_splits, sides_of, task_sides, tokenizer_of
 from embinit.data.hf_dataset import is_saved
 from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
-from embinit.layers.initializers import INITIALIZERS, reads_pretrained
+from embinit.io import parquet_problem
+from embinit.layers.initializers import INITIALIZERS, layer_problem, reads_pretrained
 from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, variants_of
-from embinit.records import ResultsLock, plan, sidecar_of
+from embinit.records import ResultsLock, plan, plan_aggregate, plan_check, sidecar_of
 from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
 from embinit.specs import layer_spec, train_spec
 
@@ -32,6 +33,7 @@ TOKENIZED = f"{DATA}/tokenized/{{task}}/{{tokenizer}}/{{split}}.parquet"
 DETOKENIZER = f"{DATA}/vocab/{{task}}/{{tokenizer}}/detokenizer.json"  # decoder ids -> tokens and text (BLEU)
 REFERENCES = f"{DATA}/references/{{task}}/{{tokenizer}}/{{split}}.parquet"  # BLEU references of a split
 DATA_LOG = f"{DATA}/logs/{{stage}}/{{name}}.log"
+CHECK = f"{DATA}/.plans/{{stage}}/{{name}}/plan.json"  # a job whose outputs a check found damaged reruns
 # Layers stage (under results_dir):
 PRETRAINED = f"{RES}/{{block}}/pretrained_{{side}}.npy"
 PRETRAINED_TOKENS = f"{RES}/{{block}}/pretrained_{{side}}.parquet"  # row -> token, matched or filled
@@ -47,6 +49,7 @@ TRAIN_LOG = f"{RUN}/train.log"
 # in its own directory, made when the file is: Snakemake takes a file missing that appears in a directory it has
 # already listed while building the DAG
 PLAN = f"{RES}/.plans/{{block}}/{{init}}/seed{{seed}}/{{job}}/plan.json"
+OUTPUT_PLAN = f"{RES}/.plans/outputs/{{name}}/plan.json"  # the records an output reads (plan_aggregate)
 # Reports stage: an output of config `outputs` (embinit/outputs.py) is {RES}/<name>.csv (+ .md), or .png (+ .csv).
 TABLE = f"{RES}/{{name}}.csv"
 TABLE_MD = f"{RES}/{{name}}.md"
@@ -117,7 +120,12 @@ def prepare_params(task):
     hf_dataset task's fields and splits, a file format's reading options (config `tasks.<task>`)."""
     entry = config["tasks"][task]
     if entry["format"] == "hf_dataset":
-        return {"task": task, "kind": entry["kind"], "num_classes": entry.get("num_classes"), "dataset": entry["dataset"]}
+        return {
+            "task": task,
+            "kind": entry["kind"],
+            "num_classes": entry.get("num_classes"),
+            "dataset": entry["dataset"],
+        }
     return {"drop_empty": entry["drop_empty"], "unescape_entities": entry.get("unescape_entities", False)}
 
 
@@ -148,10 +156,12 @@ def layer_inputs(wc):
     layer = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=wc.side)
     entry = layer_recipe(config, wc.init)[0]
     pretrained = source_of(wc.block, wc.side) and reads_pretrained(entry)  # Xavier reads only N and D
+    vocab, spec = block_path(VOCAB, wc.block, side=wc.side), layer_params(wc)
+    problem = layer_problem(layer, vocab, spec["dim"])  # a layer cut or replaced after its job: rebuilt
     return {
-        "vocab": block_path(VOCAB, wc.block, side=wc.side),
+        "vocab": vocab,
         "pretrained": fill(PRETRAINED, block=wc.block, side=wc.side) if pretrained else [],
-        "plan": plan(plan_path(wc, f"layer_{wc.side}"), sidecar_of(layer), layer_params(wc)),
+        "plan": plan(plan_path(wc, f"layer_{wc.side}"), sidecar_of(layer), spec, layer, problem),
     }
 
 
@@ -172,6 +182,20 @@ def train_inputs(wc):
     for split in evaluated_splits(config, task):
         inputs[f"references_{split}"] = block_path(REFERENCES, wc.block, split=split)
     return inputs
+
+
+def vocab_check(task):
+    """The input function of a task's vocab rule: its plan, dated now when a Parquet file it made is unreadable (cut,
+    overwritten), so the job rebuilds them all. (An input function that raised would not stop the run: Snakemake
+    takes a present file whose producer fails so as made, and goes on.)"""
+
+    def check(wc):
+        made = [VOCAB, TOKENIZED, REFERENCES]
+        made = expand(made, task=task, tokenizer=wc.tokenizer, side=task_sides(config, task), split=task_splits(task))
+        problems = [problem for problem in map(parquet_problem, made) if problem]
+        return plan_check(fill(CHECK, stage="vocab", name=f"{task}/{wc.tokenizer}"), problems)
+
+    return check
 
 
 def output_files(out):
@@ -202,6 +226,15 @@ def output_inputs(out):
         inputs["paper_tables"] = os.path.join(workflow.basedir, config["paper_comparison"]["paper_tables"])
         inputs["tables"] = [getattr(rules, n).output.csv for n in config["outputs"] if OUTPUTS[n].compared]
     return inputs
+
+
+def output_plan(out):
+    """The input function of `out`'s plan: stale when a record it reads (a run's final.json or metrics, a compared
+    table) is missing or changed since `out` was built, so a lost run is rerun and the output rebuilt."""
+    inputs = output_inputs(out)
+    records = sorted({p for key in ("final", "metrics", "tables") for p in inputs.get(key, [])})
+    first = str(next(iter(output_files(out).values())))
+    return lambda wc: plan_aggregate(fill(OUTPUT_PLAN, name=out.name), first, records)
 
 
 def sheet_of(out):

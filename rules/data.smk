@@ -1,8 +1,9 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
 from embinit.data.fetch import FetchSettings, archive_members, check_cached
-from embinit.config import evaluated_splits, raw_files
+from embinit.config import evaluated_splits
 from embinit.data.vocab import SPLIT_LAYOUT
+from embinit.runsheet import fetched_raw
 
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
 if workflow.is_main_process:
@@ -54,17 +55,13 @@ for _url, _members in ARCHIVES.items():
             "../workflow_scripts/fetch_members.py"
 
 
-# The remotes of every raw file the run_blocks and the outputs' config sections (Table 4's questions) read, by relpath:
-# what prefetch and preflight cover.
-NEEDED_REMOTES = {
-    rel: config["remotes"][rel]
-    for rel in raw_files(config, config["run_blocks"])
-    + [p for o in OUTPUTS.values() for p in o.raw_files(config).values()]
-}
+# The remotes of every raw file the jobs of config `outputs` fetch (the DAG of `all`), by relpath: what prefetch and
+# preflight cover (tests/test_preflight.py compares them with each shipped config's dry run).
+NEEDED_REMOTES = {rel: config["remotes"][rel] for rel in fetched_raw(config, RUNS, LAYERS)}
 
 
 rule prefetch:
-    """Fetch everything the run_blocks (and Table 4) need, e.g. on a login node; every failure listed at the end."""
+    """Fetch every raw file the outputs need, e.g. on a login node; every failure listed at the end."""
     log:
         fill(DATA_LOG, stage="prefetch", name="summary"),
     localrule: True
@@ -122,6 +119,7 @@ for _task, _tcfg in config["tasks"].items():
         input:
             **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
             tokenizer_file=tokenizer_input,
+            check=vocab_check(_task),
         output:
             **{f"vocab_{side}": fill(VOCAB, task=_task, side=side) for side in task_sides(config, _task)},
             **{f"ids_{s}": fill(TOKENIZED, task=_task, split=s) for s in task_splits(_task)},

@@ -10,6 +10,7 @@ for _out in OUTPUTS.values():
             _out.name
         input:
             **output_inputs(_out),
+            plan=output_plan(_out),
         output:
             **output_files(_out),
         log:

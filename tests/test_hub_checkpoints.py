@@ -12,7 +12,8 @@ from safetensors.torch import save_file
 
 from conftest import EN, load_default_config, run_snakemake, write_config, write_tiny_mirror
 from embinit.checks import check
-from embinit.config import ConfigError, add_hub_checkpoints, hub_checkpoint_files, raw_files, validate
+from embinit.runsheet import fetched_raw, layer_sheet, run_sheet
+from embinit.config import ConfigError, add_hub_checkpoints, hub_checkpoint_files, validate
 from embinit.data.vocab import build_vocab, load_tokenizer
 from embinit.layers import readers
 from embinit.layers.readers import read_hf_checkpoint
@@ -236,9 +237,14 @@ def test_a_hub_id_gives_the_source_its_files_and_remotes():
     }
     assert config["remotes"][f"{base}/config.json"]["url"] == "https://example.org/c.json"  # the config's own wins
     # what preflight and prefetch cover: the block's task files and the checkpoint's three
-    assert [f for f in raw_files(config, ["sst2_gpt2"]) if f.startswith(base)] == sorted(
-        config["sources"]["gpt2"]["files"].values()
+    config["run_blocks"], config["outputs"] = ["sst2_gpt2"], ["table1"]
+    runs = run_sheet(config, {})
+    listed = fetched_raw(
+        config,
+        runs,
+        layer_sheet(config, runs),
     )
+    assert [f for f in listed if f.startswith(base)] == sorted(config["sources"]["gpt2"]["files"].values())
     add_hub_checkpoints(config)  # a job's Snakefile run sees the same files again
     config["sources"]["gpt2"]["files"]["weights"] = "elsewhere/model.safetensors"
     with pytest.raises(ConfigError, match=r"config key sources\.gpt2\.files: a hf_checkpoint source's files follow"):

@@ -3,14 +3,27 @@ failure listed; hub files downloaded by the hub's client. Tested against a local
 remotes and the hub."""
 
 import hashlib
+import re
+import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import TINY_REMOTES, run_snakemake, write_config
+from conftest import (
+    REPO,
+    SHARED_DATA,
+    TINY_REMOTES,
+    load_default_config,
+    needs_shared,
+    result_set_config,
+    run_snakemake,
+    write_config,
+)
 from embinit.data.fetch import FetchError, FetchSettings, fetch
 from embinit.data.preflight import preflight, prefetch, render
+from embinit.outputs import targeted_outputs
+from embinit.runsheet import fetched_raw, layer_sheet, run_sheet
 
 WEIGHTS = b"weights"
 HUB_SHA = hashlib.sha256(WEIGHTS).hexdigest()
@@ -129,15 +142,19 @@ def test_preflight_target_plans_and_exits_by_the_table(tiny_mirror, tmp_path):
     """`snakemake -n preflight` plans on the paper's config; offline, a mirrored grid passes and a gap fails."""
     proc = run_snakemake(["-n", "preflight"], cwd=tmp_path)
     assert "preflight" in proc.stdout
-    (tiny_mirror / "word2vec").mkdir()
-    (tiny_mirror / "word2vec/questions-words.txt").write_text(": capital\nathens greece berlin germany\n")
     remotes = {**TINY_REMOTES, "glue/SST-2/train.tsv": {"url": "http://127.0.0.1:9/train.tsv", "sha256": None}}
     cfg = write_config(
         tmp_path / "c.yaml",
-        {"mirror": str(tiny_mirror), "run_blocks": ["sst2_glove6b50d"], "remotes": remotes, "fetch": {"timeout": 5}},
+        {
+            "mirror": str(tiny_mirror),
+            "run_blocks": ["sst2_glove6b50d"],
+            "outputs": ["table1"],
+            "remotes": remotes,
+            "fetch": {"timeout": 5},
+        },
     )
     proc = run_snakemake(["preflight", "--cores", "1", "--configfile", str(cfg)], cwd=tmp_path)
-    assert "not checked online: no network" in proc.stdout and "preflight: 5 of 5 files ready" in proc.stdout
+    assert "not checked online: no network" in proc.stdout and "preflight: 4 of 4 files ready" in proc.stdout
     (tiny_mirror / "glue/SST-2/train.tsv").unlink()
     proc = run_snakemake(["preflight", "--cores", "1", "--configfile", str(cfg)], cwd=tmp_path, check=False)
     assert proc.returncode != 0
@@ -176,3 +193,103 @@ def test_hub_download_without_network_names_the_mirror_path(monkeypatch, tmp_pat
         fetch("mt5/pytorch_model.bin", hub("pytorch_model.bin"), tmp_path / "raw/p.bin", FetchSettings(mirror="/m"))
     assert "cannot download https://huggingface.co/google/mt5-base/resolve/main/pytorch_model.bin" in str(err.value)
     assert "/m/mt5/pytorch_model.bin" in str(err.value) and "`prefetch`" in str(err.value)
+
+
+def test_a_cached_or_mirrored_copy_counts_only_with_its_sha256(tmp_path):
+    """A cut copy in the mirror is what fetch would take and refuse: preflight says so, naming the copy and the fix
+    (issue 43); a good copy, or a cached one that is right, is ready."""
+    closed = "http://127.0.0.1:9/x"
+    mirror, raw = tmp_path / "mirror", tmp_path / "raw"
+    (mirror / "glue").mkdir(parents=True)
+    (raw / "glue").mkdir(parents=True)
+    good = b"sentence\tlabel\nfine film\t1\n"
+    digest = hashlib.sha256(good).hexdigest()
+    (mirror / "glue/cut.tsv").write_bytes(good[:12])
+    (mirror / "glue/good.tsv").write_bytes(good)
+    (raw / "glue/cached.tsv").write_bytes(good[:5])  # a cached copy cut after its fetch
+    (mirror / "glue/cached.tsv").write_bytes(good)  # not what fetch reads: the cached copy is
+    remotes = {f"glue/{n}.tsv": {"url": closed, "sha256": digest} for n in ("cut", "good", "cached")}
+    rows, _ = preflight(remotes, raw, FetchSettings(mirror=str(mirror), timeout=5))
+    by = {r.relpath: r.verdict for r in rows}
+    assert by["glue/good.tsv"] == "ok"
+    assert by["glue/cut.tsv"] == (
+        f"BAD COPY: the mirror's copy {mirror}/glue/cut.tsv has sha256 {hashlib.sha256(good[:12]).hexdigest()}, "
+        f"expected {digest} (cut or another file): replace it with a good copy, or delete it to download {closed}"
+    )
+    assert by["glue/cached.tsv"].startswith(f"BAD COPY: {raw}/glue/cached.tsv: this cached copy of glue/cached.tsv")
+    assert "rm " in by["glue/cached.tsv"]
+    assert render(rows, "no network").endswith("preflight: 1 of 3 files ready")
+
+
+def test_hub_offline_mode_leaves_hub_files_unchecked_without_a_traceback(monkeypatch, tmp_path):
+    """HF_HUB_OFFLINE=1, usual on cluster nodes: the hub's client refuses every request; preflight says "not
+    checked" and counts a mirrored copy."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    (tmp_path / "mirror/mt5").mkdir(parents=True)
+    (tmp_path / "mirror/mt5/spiece.model").write_bytes(b"x")
+    remotes = {"mt5/pytorch_model.bin": hub("pytorch_model.bin"), "mt5/spiece.model": hub("spiece.model")}
+    rows, offline = preflight(remotes, tmp_path / "raw", FetchSettings(mirror=str(tmp_path / "mirror"), timeout=5))
+    assert offline is None
+    assert [(r.relpath, r.online.status, r.verdict) for r in rows] == [
+        ("mt5/pytorch_model.bin", "not checked (HF_HUB_OFFLINE is set)", "UNCHECKED: not cached, not mirrored"),
+        ("mt5/spiece.model", "not checked (HF_HUB_OFFLINE is set)", "ok"),
+    ]
+
+
+def test_the_end_message_names_the_outputs_the_targets_build():
+    config = {"outputs": ["table1", "table2", "paper_comparison"]}
+    assert targeted_outputs(config, ["all"], "results/x") == ["table1", "table2", "paper_comparison"]
+    assert targeted_outputs(config, ["results/x/table7.csv", "table1", "results/x/table1.md"], "results/x") == [
+        "table7",
+        "table1",
+    ]
+    assert targeted_outputs(config, ["preflight", "results/x/sst2/Xavier/seed0/base/final.json"], "results/x") == []
+
+
+SHIPPED = ["config.yaml", *sorted(p.name for p in (REPO / "config").glob("*.yaml"))]
+
+
+@pytest.mark.slow  # one dry run per shipped config: 5-20 s each on 2 busy cores
+@pytest.mark.parametrize("shipped", SHIPPED)
+def test_preflight_covers_exactly_the_files_the_dry_run_fetches(shipped, tmp_path):
+    """From an empty directory the default target's DAG fetches every raw file it reads: prefetch and preflight
+    (rules/data.smk NEEDED_REMOTES) list those and no others (issue 43: first-run's listed 5 of its 11)."""
+    config = load_default_config() if shipped == "config.yaml" else result_set_config(shipped.removesuffix(".yaml"))
+    runs = run_sheet(config, {})
+    listed = fetched_raw(
+        config,
+        runs,
+        layer_sheet(config, runs),
+    )
+    args = [] if shipped == "config.yaml" else ["--configfile", str(REPO / "config" / shipped)]
+    dry = run_snakemake(["-n", "--cores", "1", *args], cwd=tmp_path)
+    fetched = sorted(set(re.findall(r"wildcards: relpath=(\S+)", dry.stdout)))
+    assert listed == fetched
+    if shipped == "first-run.yaml":
+        assert len(listed) == 11 and sum(p.startswith("multi30k/") for p in listed) == 6
+
+
+@needs_shared
+@pytest.mark.slow
+def test_first_run_preflight_with_a_half_mirror_fails_and_offline_hub_prints_its_table(tmp_path, monkeypatch):
+    """config/first-run.yaml with a mirror holding only GLUE and word2vec, no network and HF_HUB_OFFLINE=1: the table
+    lists its 11 files, the 6 Multi30k ones unready, and the run ends without claiming tables."""
+    half = tmp_path / "half"
+    for part in ("glue/SST-2", "word2vec"):
+        shutil.copytree(SHARED_DATA / part, half / part)
+    remotes = load_default_config()["remotes"]  # no network: the URLs point at the discard port, the wheels stay
+    closed = {rel: {"url": "http://127.0.0.1:9/x"} for rel, r in remotes.items() if not r["url"].startswith("pypi:")}
+    cfg = write_config(tmp_path / "c.yaml", {"mirror": str(half), "remotes": closed, "fetch": {"timeout": 5}})
+    first_run = ["--configfile", str(REPO / "config/first-run.yaml"), str(cfg)]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    proc = run_snakemake(["preflight", "--cores", "1", *first_run], cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stdout + proc.stderr
+    assert "preflight: 5 of 11 files ready" in proc.stdout
+    assert proc.stdout.count(": UNCHECKED: not cached, not mirrored") == 6
+    assert "multi30k/task1/raw/val.de.gz: UNCHECKED" in proc.stdout
+    (half / "multi30k").symlink_to(SHARED_DATA / "multi30k")
+    proc = run_snakemake(["preflight", "--cores", "1", *first_run], cwd=tmp_path)
+    assert "preflight: 11 of 11 files ready" in proc.stdout
+    assert "Done: preflight." in proc.stdout and "Done. Tables" not in proc.stdout

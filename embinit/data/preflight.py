@@ -3,6 +3,8 @@
 `preflight` asks each remote without downloading: the hub's own client for hub files (their published size and,
 for large files, sha256), an HTTP HEAD for other URLs, pip for a wheel. Once one request finds no network, the
 rest are not tried and say so: a file is then ready only if it is cached under data_dir or the mirror has it.
+Under HF_HUB_OFFLINE the hub's files are not asked. A cached or mirrored copy counts only with its known sha256,
+as fetch would check it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import httpx2
 from huggingface_hub import get_hf_file_metadata, hf_hub_url
-from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from tabulate import tabulate
 
 from embinit.data.fetch import (
@@ -30,6 +32,7 @@ from embinit.data.fetch import (
     fetch_members,
     hub_file,
 )
+from embinit.io import sha256_of
 
 
 class Offline(Exception):
@@ -54,12 +57,15 @@ class Row:
     cached: bool
     mirrored: bool | None  # None: no mirror configured
     online: Answer
+    bad_copy: str | None = None  # why the copy fetch would take (cached, else mirrored) has the wrong bytes
 
     @property
     def verdict(self) -> str:
         """ok when a job can have the file; else why not, in a few words."""
         if self.online.sha256 and self.sha256 not in ("", self.online.sha256):
             return "CHANGED: the remote's sha256 differs"
+        if self.bad_copy:
+            return f"BAD COPY: {self.bad_copy}"
         if self.cached or self.mirrored or self.online.found:
             return "ok"
         return "MISSING" if self.online.found is False else "UNCHECKED: not cached, not mirrored"
@@ -97,7 +103,9 @@ def _ask_hub(hub: HubFile, timeout: float) -> Answer:
         code = err.response.status_code if err.response is not None else 0
         found = False if 400 <= code < 500 else None
         return Answer(f"hub HTTP {code or '?'}: {hub.file} at {hub.repo}@{hub.revision}", found)
-    except httpx2.TransportError as err:
+    except OfflineModeIsEnabled:
+        return Answer("not checked (HF_HUB_OFFLINE is set)", None)
+    except (httpx2.TransportError, OSError) as err:
         raise Offline(str(err)) from None
     # a large (LFS) file's etag is its sha256; a small file's is a git blob hash, not comparable
     etag = (meta.etag or "").strip('"')
@@ -143,17 +151,39 @@ def preflight(remotes: dict[str, dict], raw_dir: str | Path, settings: FetchSett
                 answer = ask_remote(remote, settings.timeout)
             except Offline as reason:
                 offline = f"no network ({reason})"
+        cached, mirrored = Path(raw_dir) / relpath, Path(settings.mirror) / relpath if settings.mirror else None
         rows.append(
             Row(
                 relpath,
                 remote["url"] + (f" [{remote['member']}]" if remote.get("member") else ""),
                 expected_sha256(relpath, remote, settings) or "",
-                (Path(raw_dir) / relpath).is_file(),
-                (Path(settings.mirror) / relpath).is_file() if settings.mirror else None,
+                cached.is_file(),
+                mirrored.is_file() if mirrored else None,
                 answer or Answer("not checked", None),
+                _bad_copy(relpath, remote, cached, mirrored, settings),
             )
         )
     return rows, offline
+
+
+def _bad_copy(relpath: str, remote: dict, cached: Path, mirrored: Path | None, settings: FetchSettings) -> str | None:
+    """Why the copy a fetch job would take, the cached one or else the mirror's, is not the file its sha256 names."""
+    if cached.is_file():
+        try:
+            check_cached(relpath, remote, cached, settings)
+        except FetchError as err:
+            return str(err)
+        return None
+    expected = expected_sha256(relpath, remote, settings)
+    if mirrored is None or not mirrored.is_file() or expected is None:
+        return None
+    actual = sha256_of(mirrored)
+    if actual == expected:
+        return None
+    return (
+        f"the mirror's copy {mirrored} has sha256 {actual}, expected {expected} (cut or another file): replace it "
+        f"with a good copy, or delete it to download {remote['url']}"
+    )
 
 
 def render(rows: list[Row], offline: str | None) -> str:

@@ -322,3 +322,22 @@ def initialize_file(
     matrix = (initialize_mapping if maps_dim(name) else initialize)(name, pretrained_matrix, shape, seed, params, side)
     with atomic_path(out_npy) as tmp:
         np.save(tmp, matrix)
+
+
+def layer_problem(layer_npy: str, vocab_path: str, dim: int) -> str | None:
+    """Why a built layer cannot be what its job made for this vocabulary and D: not an .npy, cut short, or of another
+    shape (a valid (V, 64) file under a D = 50 block would train a D = 64 model). None when it fits, or when either
+    file is absent (its job runs anyway)."""
+    try:
+        shape = np.load(layer_npy, mmap_mode="r").shape  # the header alone; a cut file does not map
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, EOFError) as err:
+        return f"{layer_npy} is not a readable .npy file or is cut short ({err})"
+    try:
+        expected = (pq.read_metadata(vocab_path).num_rows, int(dim))
+    except (OSError, ValueError):
+        return None  # the vocabulary is absent or being rebuilt: the layer is rebuilt after it anyway
+    if shape != expected:
+        return f"{layer_npy} has shape {shape}, its vocabulary {vocab_path} and D need {expected}"
+    return None
