@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import yaml
 
@@ -33,6 +32,8 @@ def load(path) -> dict:
 
 def violations(schema: dict, instance, prefix: str = "") -> list[str]:
     """One line per way `instance` breaks `schema`: the config key, the value and what is allowed."""
+    import jsonschema  # here, not at the top: the models import this module, also where jsonschema is absent (a GPU image)
+
     validator = jsonschema.validators.validator_for(schema)(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: e.json_path)
     return [f"config key {(prefix + e.json_path[1:]).lstrip('.') or '(top level)'}: {e.message}" for e in errors]
