@@ -10,15 +10,15 @@ device's StepPolicy) on the same batches; they start their timed steps together.
 
   steps/s    one run's steps per second (the mean over the k runs)
   tokens/s   real (non-pad) tokens per second of all k runs together, from the first start to the last end
-  peak MiB   the most one run held: CUDA's max_memory_allocated; on the CPU the process's peak resident set,
-             torch itself included
+  peak MiB   the most one run held in its timed steps: CUDA's max_memory_allocated; on the CPU (Linux) the
+             process's peak resident set, torch itself included
   loss %     the loss alone (output projection and cross-entropy, forward and backward, the device's path) on
              final states of the timed batches' shapes, over the time of the timed steps; the k runs time it
              together too
 
 bf16 is autocast on CUDA only (as `train.bf16`); on the CPU its settings are skipped, and the output says so.
 
-  PYTHONPATH=. python bench/gpu_step.py                                    # a GPU: every setting, ~5 minutes
+  PYTHONPATH=. python bench/gpu_step.py                                    # a GPU: every setting (minutes)
   PYTHONPATH=. python bench/gpu_step.py --device cpu --steps 4 --warmup 1  # the CPU
 """
 
@@ -30,7 +30,6 @@ import itertools
 import json
 import multiprocessing
 import os
-import resource
 import tempfile
 import time
 from pathlib import Path
@@ -110,10 +109,18 @@ def loss_seconds(model, data, batches, device: torch.device, bf16: bool, dim: in
     return time.perf_counter() - began
 
 
+def reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        Path("/proc/self/clear_refs").write_text("5")  # Linux: the peak resident set starts again from the current
+
+
 def peak_mib(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) / 2**10  # kB
 
 
 def worker(connection, barrier, device_name: str, threads: int, data_paths: dict, args: dict) -> None:
@@ -132,8 +139,7 @@ def worker(connection, barrier, device_name: str, threads: int, data_paths: dict
         optimizer = adam(model, lr, ADAM)
         train_epoch(model, optimizer, data, warmup, device, bf16)
         wait_for(device)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
+        reset_peak(device)
         barrier.wait(timeout=600)
         began = time.monotonic()  # one clock for every process of the machine
         _, tokens = train_epoch(model, optimizer, data, timed, device, bf16)  # ends reading the loss: waits

@@ -122,7 +122,7 @@ class StepPolicy:
     """How training and evaluation steps run on a device. The CPU pays for memory traffic, so its loss is the chunked
     fused one over the real tokens; a GPU pays for kernel launches and for every wait on the device (a value read
     back, a copy from pageable memory), which this small model's step is bound by, so there the loss is one library
-    call and nothing is read back inside a step (docs/performance.md, "GPU")."""
+    call and nothing is read back inside a step (docs/performance.md, "The GPU step path")."""
 
     fused_loss: bool  # Translator.loss: the chunked fused loss over real tokens (True) or one F.cross_entropy
     pinned_copies: bool  # host batches pinned and copied to the device without waiting (non_blocking)

@@ -46,8 +46,7 @@ def batch_loss(
     """Summed cross-entropy of one host batch (on the device) and its number of terms: target tokens or examples.
     `policy`: how the step runs, the device's own by default (embinit.training.device.step_policy)."""
     policy = policy or step_policy(device)
-    inputs, targets = batch
-    terms = model.loss_terms(targets)  # counted on the host copy: no device sync
+    terms = model.loss_terms(batch[1])  # counted on the host copy: no device sync
     return model.loss(*policy.to_device(batch, device), fused=policy.fused_loss), terms
 
 
