@@ -4,7 +4,7 @@ Multi30k translator and the SST-2 classifier at D = 300, fp32 and bf16, as 1 and
 Needs only torch, numpy, pandas and pyarrow (no network, no ../shared): the batches are synthetic, drawn from a
 seed and written in the tokenized Parquet layout (Multi30k-like pairs over the Multi30k GloVe block's vocabularies,
 7,853 de / 5,893 en; SST-2-like sentences over 13,439 words, the SST-2 vocabulary at min_freq 2), and read back
-through the pipeline's own datasets. Each setting runs k worker processes (the profiles' packing: k runs on one
+through the pipeline's own datasets. Each setting runs k fresh worker processes (the profiles' packing: k runs on one
 device), each with its own model, training with the pipeline's loop (embinit.training.epoch.train_epoch, so the
 device's StepPolicy) on the same batches; they start their timed steps together.
 
@@ -148,9 +148,6 @@ def worker(connection, barrier, device_name: str, threads: int, data_paths: dict
         barrier.wait(timeout=600)
         loss = loss_seconds(model, data, timed, device, bf16, args["dim"])
         connection.send({"began": began, "ended": ended, "tokens": tokens, "peak_mib": peak, "loss_seconds": loss})
-        del model, optimizer
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
 
 
 class Team:
@@ -229,13 +226,11 @@ def main() -> None:
         synthetic_pairs(paths["translator"], args.sentences, args.seed)
         synthetic_sentences(paths["classifier"], args.sentences, args.seed)
         settings = {"steps": args.steps, "warmup": args.warmup, "dim": args.dim, "seed": args.seed}
-        for k in args.runs:
+        for k, model, precision in itertools.product(args.runs, args.models, precisions):
+            # fresh workers for each setting: no memory, allocator pool or warm cache carried over from another
             team = Team(k, device, max(1, threads // k), {m: str(p) for m, p in paths.items()}, settings)
             try:
-                for model, precision in itertools.product(args.models, precisions):
-                    rows.append(
-                        {"model": model, "precision": precision, "runs": k} | team.run(model, precision == "bf16")
-                    )
+                rows.append({"model": model, "precision": precision, "runs": k} | team.run(model, precision == "bf16"))
             finally:
                 team.close()
     print("\n| model | precision | runs | steps/s per run | tokens/s, all runs | peak MiB per run | loss % |")
