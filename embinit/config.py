@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 import urllib.parse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jsonschema
 import numpy as np
 import yaml
+
+if TYPE_CHECKING:  # imported where used: the models import this module, also where jsonschema is absent
+    import jsonschema
 
 
 class ConfigError(ValueError):
@@ -36,6 +39,8 @@ def load(path) -> dict:
 def _strict(validator_class):
     """`validator_class` with JSON Schema's `integer` narrowed to Python's int: JSON Schema counts 1.0 as an
     integer, but `epochs: 1.0` reaches the training loop as a float and fails there (range(1.0))."""
+    import jsonschema
+
     integer = validator_class.TYPE_CHECKER.redefine(
         "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
     )
@@ -67,6 +72,8 @@ def _hint(error: jsonschema.ValidationError) -> str:
 def violations(schema: dict, instance, prefix: str = "") -> list[str]:
     """One line per way `instance` breaks `schema`: the config key, the value and what is allowed, and what to
     write instead where the cause is likely (embinit.config._hint)."""
+    import jsonschema
+
     validator = _strict(jsonschema.validators.validator_for(schema))(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: e.json_path)
     return [

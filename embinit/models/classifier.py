@@ -43,8 +43,9 @@ class Classifier(nn.Module):
         """How many terms `loss` sums: one per example."""
         return len(labels)
 
-    def loss(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Summed cross-entropy of the class logits (in fp32, also under autocast)."""
+    def loss(self, ids: torch.Tensor, labels: torch.Tensor, fused: bool = True) -> torch.Tensor:
+        """Summed cross-entropy of the class logits (in fp32, also under autocast). One path on every device:
+        `fused` picks the translator's output loss (embinit.models.loss), and Linear(D, classes) has nothing to fuse."""
         return F.cross_entropy(self(ids).float(), labels, reduction="sum")
 
     def num_parameters(self) -> int:

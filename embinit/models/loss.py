@@ -1,4 +1,4 @@
-"""Cross-entropy of a linear output layer without the full logits matrix.
+"""Cross-entropy of a linear output layer: the CPU's chunked fused loss, and the GPU's one library call.
 
 The translator's output projection turns each decoder state into N_dec logits; for a batch that is an
 (n, N_dec) matrix written, normalized, read back and differentiated in several passes over memory, which
@@ -7,6 +7,11 @@ rows, so each row's gradient is known as soon as its logits are: `linear_cross_e
 small chunks, computes the loss and the gradients of the chunk while its logits are still in cache, and
 keeps only the gradients for the backward pass. Same values as F.cross_entropy(F.linear(h, W, b), gold,
 reduction="sum") to fp32 rounding.
+
+On a GPU memory traffic is cheap and each kernel launch and each wait for the device is dear: the chunks
+cost about a dozen launches per 64 rows, and picking the real rows needs their count on the host.
+`padded_cross_entropy` is one F.cross_entropy over every position, <pad> targets ignored, which never reads
+a value back. embinit.training.device.StepPolicy says which one a device runs.
 """
 
 from __future__ import annotations
@@ -65,3 +70,13 @@ def linear_cross_entropy(
             ),
             h.new_zeros(()),
         )
+
+
+def padded_cross_entropy(
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, gold: torch.Tensor, ignore_index: int
+) -> torch.Tensor:
+    """Summed cross-entropy of the logits h @ weight.T + bias (h: (..., D)) against gold (...), targets equal to
+    `ignore_index` left out: torch's own loss, in fp32 also under autocast as `linear_cross_entropy`."""
+    with torch.autocast(h.device.type, enabled=False):
+        logits = F.linear(h.float(), weight.float(), bias.float())  # (..., N)
+        return F.cross_entropy(logits.flatten(0, -2), gold.flatten(), ignore_index=ignore_index, reduction="sum")

@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from embinit.models.config import ModelConfig
 from embinit.models.layers import INITS, DecoderLayer, Encoder, LayerCache, TokenInput, final_norm
-from embinit.models.loss import linear_cross_entropy
+from embinit.models.loss import linear_cross_entropy, padded_cross_entropy
 from embinit.data.vocab import BOS, EOS, PAD
 
 
@@ -58,28 +58,36 @@ class Translator(nn.Module):
 
     @staticmethod
     def loss_terms(tgt: torch.Tensor) -> int:
-        """How many terms `loss` sums for these targets: the real tokens after <bos>."""
-        return int((tgt[:, 1:] != PAD).sum())
+        """How many terms `loss` sums for these (host) targets: the real tokens after <bos>, counted by numpy, so
+        no tensor is read back."""
+        return int(np.count_nonzero(tgt[:, 1:].numpy() != PAD))
 
-    def loss(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    def loss(self, src: torch.Tensor, tgt: torch.Tensor, fused: bool = True) -> torch.Tensor:
         """Summed teacher-forced cross-entropy of tgt[:, 1:] given tgt[:, :-1], over its real (non-pad) tokens.
 
-        The output projection runs only on those tokens, fused with the loss (embinit.models.loss).
+        `fused` (the CPU's path): the output projection runs only on the real tokens, fused with the loss
+        (embinit.models.loss); else (CUDA's) one library cross-entropy over the padded logits. Same value.
         """
         memory, keep = self.encode(src)
-        states = self.decode(tgt[:, :-1], memory, keep)  # (B, T - 1, D)
-        gold = tgt[:, 1:]
+        return self.output_loss(self.decode(tgt[:, :-1], memory, keep), tgt[:, 1:], fused)
+
+    def output_loss(self, states: torch.Tensor, gold: torch.Tensor, fused: bool = True) -> torch.Tensor:
+        """The loss's last part: decoder states (B, T, D) through the output projection, against gold (B, T)."""
+        if not fused:
+            return padded_cross_entropy(states, self.output.weight, self.output.bias, gold, ignore_index=PAD)
         real = (gold != PAD).flatten().nonzero()[:, 0]  # (n,)
         return linear_cross_entropy(
             states.flatten(0, 1)[real], self.output.weight, self.output.bias, gold.flatten()[real]
         )
 
     @torch.no_grad()
-    def generate(self, src: torch.Tensor, max_extra: int) -> torch.Tensor:
+    def generate(self, src: torch.Tensor, max_extra: int, check_every: int = 1) -> torch.Tensor:
         """Batched greedy search with a key/value cache: each step runs the decoder on one new position.
 
         Each sentence stops at its <eos> or at its source length + max_extra (at most max_len - 1 tokens).
-        Returns (B, T) generated ids without the leading <bos>; finished sentences are padded with <pad>.
+        Returns (B, T) generated ids without the leading <bos>; finished sentences are padded with <pad>. Whether
+        every sentence has finished is asked every `check_every` steps (each answer waits for the device), so up
+        to check_every - 1 trailing columns of <pad> may follow; the sentences are the same.
         """
         memory, keep = self.encode(src)  # (B, S, D)
         steps = min(int((src != PAD).sum(1).max()) + max_extra, self.max_len - 1)
@@ -95,7 +103,7 @@ class Translator(nn.Module):
             token = self.output(self.decoder_norm(y[:, -1])).argmax(-1).masked_fill(done, PAD)[:, None]  # (B, 1)
             out.append(token)
             done |= (token[:, 0] == EOS) | (step >= limits)
-            if done.all():
+            if step % check_every == 0 and done.all():
                 break
         return torch.cat(out, dim=1)
 

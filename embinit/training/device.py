@@ -1,5 +1,5 @@
 """A Placement made real in torch: the device (a GPU slot on a machine with several), the CPU threads, CUDA
-determinism, bf16 autocast, and the device's description."""
+determinism, bf16 autocast, how a step runs on the device (StepPolicy), and the device's description."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import itertools
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -114,6 +115,33 @@ def autocast(device: torch.device, bf16: bool):
     """bf16 autocast when asked. Runs ask for it only on CUDA (`train.bf16`); the tests also use it on the CPU,
     so the mixed-precision path is exercised without a GPU."""
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+@dataclass(frozen=True)
+class StepPolicy:
+    """How training and evaluation steps run on a device. The CPU pays for memory traffic, so its loss is the chunked
+    fused one over the real tokens; a GPU pays for kernel launches and for every wait on the device (a value read
+    back, a copy from pageable memory), which this small model's step is bound by, so there the loss is one library
+    call and nothing is read back inside a step (docs/performance.md, "The GPU step path")."""
+
+    fused_loss: bool  # Translator.loss: the chunked fused loss over real tokens (True) or one F.cross_entropy
+    pinned_copies: bool  # host batches pinned and copied to the device without waiting (non_blocking)
+    done_check_every: int  # greedy decoding asks whether every sentence has finished every this many steps
+
+    def to_device(self, batch: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
+        """A host batch's tensors on `device`."""
+        if self.pinned_copies:
+            return tuple(t.pin_memory().to(device, non_blocking=True) for t in batch)
+        return tuple(t.to(device) for t in batch)
+
+
+CPU_STEPS = StepPolicy(fused_loss=True, pinned_copies=False, done_check_every=1)
+CUDA_STEPS = StepPolicy(fused_loss=False, pinned_copies=True, done_check_every=8)
+
+
+def step_policy(device: torch.device) -> StepPolicy:
+    """The one place a step's path is chosen by its device."""
+    return CUDA_STEPS if device.type == "cuda" else CPU_STEPS
 
 
 def describe(device: torch.device) -> str:

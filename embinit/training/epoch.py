@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.training.batching import sorted_batches
-from embinit.training.device import autocast
+from embinit.training.device import StepPolicy, autocast, step_policy
 
 FINITE_CHECK_EVERY = 50  # steps between loss checks (each one waits for the GPU)
 
@@ -38,17 +38,39 @@ def adam(model: nn.Module, lr: float, train_cfg: dict) -> torch.optim.Adam:
 
 
 def batch_loss(
-    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device
+    model: nn.Module,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    device: torch.device,
+    policy: StepPolicy | None = None,
 ) -> tuple[torch.Tensor, int]:
-    """Summed cross-entropy of one (CPU) batch and its number of terms: target tokens or examples."""
-    inputs, targets = batch
-    terms = model.loss_terms(targets)  # counted on the CPU copy: no device sync
-    return model.loss(inputs.to(device), targets.to(device)), terms
+    """Summed cross-entropy of one host batch (on the device) and its number of terms: target tokens or examples.
+    `policy`: how the step runs, the device's own by default (embinit.training.device.step_policy)."""
+    policy = policy or step_policy(device)
+    terms = model.loss_terms(batch[1])  # counted on the host copy: no device sync
+    return model.loss(*policy.to_device(batch, device), fused=policy.fused_loss), terms
 
 
 def check_finite(value: float, name: str, epoch: int, what: str) -> None:
     if not np.isfinite(value):
         raise FloatingPointError(f"run {name}: {what} became {value} in epoch {epoch}")
+
+
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    device: torch.device,
+    bf16: bool,
+    policy: StepPolicy,
+) -> tuple[torch.Tensor, int]:
+    """One Adam step on one host batch: its summed loss, left on the device (reading it would wait for the
+    device), and its number of terms."""
+    with autocast(device, bf16):
+        loss, n = batch_loss(model, batch, device, policy)
+    optimizer.zero_grad(set_to_none=True)
+    (loss / n).backward()
+    optimizer.step()
+    return loss.detach(), n
 
 
 def train_epoch(
@@ -63,17 +85,14 @@ def train_epoch(
 ) -> tuple[float, int]:
     """One pass of Adam steps over `batches`; returns (mean loss per term, real non-pad tokens seen)."""
     model.train()
+    policy = step_policy(device)
     lengths = data.lengths()
     loss_sum = torch.zeros((), device=device)
     terms = tokens = 0
     progress = tqdm(batches, desc=f"{name} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10)
     for step, indices in enumerate(progress, start=1):
-        with autocast(device, bf16):
-            loss, n = batch_loss(model, data.batch(indices), device)
-        optimizer.zero_grad(set_to_none=True)
-        (loss / n).backward()
-        optimizer.step()
-        loss_sum += loss.detach()
+        loss, n = train_step(model, optimizer, data.batch(indices), device, bf16, policy)
+        loss_sum += loss
         terms += n
         tokens += int(lengths[indices].sum())
         if step % FINITE_CHECK_EVERY == 0:
@@ -85,11 +104,14 @@ def train_epoch(
 
 @torch.no_grad()
 def evaluate_loss(model: nn.Module, data, batch_size: int, device: torch.device, bf16: bool) -> float:
+    """Mean loss per term over `data`: summed on the device and read once (float64, so the sum is the one Python's
+    floats would give)."""
     model.eval()
-    loss_sum, terms = 0.0, 0
+    policy = step_policy(device)
+    loss_sum, terms = torch.zeros((), dtype=torch.float64, device=device), 0
     for indices in sorted_batches(data.lengths(), batch_size):
         with autocast(device, bf16):
-            loss, n = batch_loss(model, data.batch(indices), device)
-        loss_sum += loss.item()
+            loss, n = batch_loss(model, data.batch(indices), device, policy)
+        loss_sum += loss
         terms += n
-    return loss_sum / terms
+    return loss_sum.item() / terms
