@@ -21,7 +21,7 @@ from embinit.config import (
     violations,
 )
 from embinit.extensions import ExtensionError, load as load_extensions, registries
-from embinit.registry import AtLeast
+from embinit.registry import Above, AtLeast, names_of
 from embinit.layers.initializers import fits_dim, mapping_initializers
 from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe
 from embinit.runsheet import layer_sheet, run_sheet, trained_blocks
@@ -35,7 +35,7 @@ def _require(value, allowed, key: str) -> None:
 def params_schema(fn, skip: int = 3) -> dict:
     """The schema of a registry entry's keyword parameters (after its first `skip`: an initializer's `pretrained,
     shape, rng`, a missing-row policy's `ctx`), read from its signature: each annotated type (`int`, `float`,
-    `str`, `bool`), `Literal[...]` values and `Annotated[..., AtLeast(x)]` bound. Derived here because an
+    `str`, `bool`), `Literal[...]` values and `Annotated[..., AtLeast(x)]` or `Above(x)` bound. Derived here because an
     extension's entry is known only once its file is loaded; checked by the same validator as the config file."""
     hints, properties = typing.get_type_hints(fn, include_extras=True), {}
     for name in list(inspect.signature(fn).parameters)[skip:]:
@@ -43,6 +43,7 @@ def params_schema(fn, skip: int = 3) -> dict:
         if typing.get_origin(hint) is typing.Annotated:
             hint, *extras = typing.get_args(hint)
             rule |= {"minimum": x.value for x in extras if isinstance(x, AtLeast)}
+            rule |= {"exclusiveMinimum": x.value for x in extras if isinstance(x, Above)}
         if typing.get_origin(hint) is typing.Literal:
             rule["enum"] = list(typing.get_args(hint))
         elif hint in JSON_TYPES:
@@ -57,7 +58,8 @@ JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str, object, object]]:
     """Every name the config uses to refer to something defined elsewhere, as (key, name, what it must be in):
     outputs, blocks, tasks, sources, variants, remotes, and the registries' initializers, missing-row policies and
-    position encodings; an initializer is a registry entry or a named setting (`initializer_params.<name>.entry`).
+    position encodings; an initializer is a registry entry or a named setting (`initializer_params.<name>.entry`); a
+    missing-row policy's parameter annotated `NameOf` (`focus`'s source and fallback), as set or by default.
     An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`, `initializers`, `variants`,
     `seeds` (by block), `seeds_by_variant` and `questions` (a remote)."""
     inits, policies, blocks = registries["initializer"], registries["missing-row policy"], config["blocks"]
@@ -77,6 +79,10 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
         yield (f"{key}.entry", params["entry"], inits) if "entry" in params else (key, name, inits)
     yield "embeddings.missing", config["embeddings"]["missing"], policies
     yield from ((f"embeddings.missing_params.{n}", n, policies) for n in config["embeddings"]["missing_params"])
+    named = {"sources": config["sources"], **registries}
+    for n in dict.fromkeys([config["embeddings"]["missing"], *config["embeddings"]["missing_params"]]):
+        for param, (mark, value) in names_of(policies[n], config["embeddings"]["missing_params"].get(n, {})).items():
+            yield f"embeddings.missing_params.{n}.{param}", value, named[mark.what]
     for name, variant in config["variants"].items():
         yield f"variants.{name}.pos_encoding", variant["pos_encoding"], registries["position encoding"]
     for section in ("tasks", "sources"):

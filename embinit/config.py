@@ -149,6 +149,12 @@ def initializer_setting(config: dict, name: str) -> tuple[str, dict]:
     return params.pop("entry", name), params
 
 
+def missing_setting(config: dict) -> tuple[str, dict]:
+    """The missing-row policy extraction runs and its parameters (`embeddings.missing`, its `missing_params`)."""
+    missing = config["embeddings"]["missing"]
+    return missing, config["embeddings"]["missing_params"].get(missing, {})
+
+
 def initializers_of(config: dict, block: str) -> list[str]:
     """The block's own list when it has one, else all of the configured initializers, in the configured order (a
     block's names are among those: embinit.checks)."""

@@ -3,6 +3,8 @@ user's extension files (embinit.extensions) add to, each through its module's ow
 
 from __future__ import annotations
 
+import inspect
+import typing
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -12,6 +14,33 @@ class AtLeast:
     """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.checks.check)."""
 
     value: float
+
+
+@dataclass(frozen=True)
+class Above:
+    """A parameter's exclusive lower bound, as `Annotated[float, Above(0)]` (checked by embinit.checks.check)."""
+
+    value: float
+
+
+@dataclass(frozen=True)
+class NameOf:
+    """A parameter naming an entry of `what`, a config section (`sources`) or a registry's kind (`missing-row
+    policy`), as `Annotated[str, NameOf("sources")]`: embinit.checks.check requires the name to exist."""
+
+    what: str
+
+
+def names_of(fn, params: dict) -> dict[str, tuple[NameOf, str]]:
+    """{parameter: (its NameOf, its value)} for each parameter of `fn` annotated with a NameOf, the value as set in
+    `params` or by default: the config entries and registry entries the call will refer to."""
+    hints, named = typing.get_type_hints(fn, include_extras=True), {}
+    for name, parameter in inspect.signature(fn).parameters.items():
+        hint = hints.get(name)
+        extras = typing.get_args(hint)[1:] if typing.get_origin(hint) is typing.Annotated else ()
+        for mark in (x for x in extras if isinstance(x, NameOf)):
+            named[name] = (mark, params.get(name, parameter.default))
+    return named
 
 
 class Snapshot(NamedTuple):

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from embinit.config import initializers_of, seeds_of, sides_of, tokenizer_of
+from embinit.config import initializers_of, missing_setting, seeds_of, sides_of, tokenizer_of
 from embinit.layers.initializers import INITIALIZERS, display_name, reads_pretrained
+from embinit.layers.missing import source_names
 from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, variant_settings, variants_of
 
 COLUMNS = [
@@ -198,7 +199,8 @@ def plotted(runs: pd.DataFrame) -> set[tuple[str, str, str]]:
 def fetched_raw(config: dict, runs: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
     """The raw files (remotes' relpaths) the jobs of config `outputs` fetch, as the rules' inputs reach them: each
     block's task data (and sub-word tokenizer) for its runs and layers, a side's source files where a layer reads
-    its pre-trained matrix, and the files the outputs' config sections name. What prefetch and preflight cover."""
+    its pre-trained matrix (and then those of the other sources the missing-row policy reads, e.g. `focus`'s
+    auxiliary space), and the files the outputs' config sections name. What prefetch and preflight cover."""
     built = config["outputs"]
     runs, layers = runs[runs.output.isin(built)], layers[layers.output.isin(built)]
     sourced = {  # (block, side) whose pre-trained matrix some layer reads
@@ -216,9 +218,11 @@ def fetched_raw(config: dict, runs: pd.DataFrame, layers: pd.DataFrame) -> list[
         files.update(_task_files(config, config["blocks"][block]["task"]))
         if tokenizer_of(config, block) != "spacy":
             files.add(config["sources"][tokenizer_of(config, block)]["files"]["tokenizer"])
-    for block, side in sourced:
-        if source := config["blocks"][block]["sources"][side]:
-            files.update(config["sources"][source]["files"].values())
+    extracted = {source for block, side in sourced if (source := config["blocks"][block]["sources"][side])}
+    if extracted:
+        extracted.update(source_names(*missing_setting(config)))
+    for source in extracted:
+        files.update(config["sources"][source]["files"].values())
     files.update(path for name in built for path in OUTPUTS[name].raw_files(config).values())
     return sorted(files)
 

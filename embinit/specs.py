@@ -3,11 +3,12 @@ and the job records (embinit.records), so a change to any of them reruns exactly
 
 from __future__ import annotations
 
-from embinit.config import dim_of, initializer_setting, lr_of, tokenizer_of
+from embinit.config import dim_of, initializer_setting, lr_of, missing_setting, tokenizer_of
 from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
+from embinit.registry import names_of
 from embinit.outputs import layer_recipe, variant_settings, variants_of
 from embinit.training import Placement
 
@@ -61,5 +62,9 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
 
 
 def missing_code(config: dict) -> str:
-    """The code of the missing-row policy extraction uses (its rerun trigger)."""
-    return code_fingerprint(MISSING_POLICIES[config["embeddings"]["missing"]])
+    """The code of the missing-row policy extraction uses (its rerun trigger), with that of the policies its
+    parameters name (`focus`'s fallback)."""
+    missing, params = missing_setting(config)
+    fn = MISSING_POLICIES[missing]
+    named = [MISSING_POLICIES[v] for mark, v in names_of(fn, params).values() if mark.what == MISSING_POLICIES.kind]
+    return code_fingerprint(fn, *named)

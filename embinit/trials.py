@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embinit.config import ConfigError, initializer_setting
+from embinit.config import ConfigError, initializer_setting, missing_setting
 from embinit.layers.initializers import INITIALIZERS, initialize, reads_pretrained
 from embinit.layers.missing import MISSING_POLICIES, fill_missing
 from embinit.models.config import ModelConfig
@@ -61,18 +61,20 @@ def try_initializer(name: str, params: dict) -> None:
 
 
 def try_missing_policy(name: str, params: dict) -> None:
-    """`name` fills the 3 rows a small source lacks (one of them a special token) through fill_missing's checks."""
+    """`name` fills the 3 rows a small source lacks (one of them a special token) through fill_missing's checks; a
+    source it reads besides (`focus`'s auxiliary space) gives random rows, one of the two missing words lacking."""
     tokens = ["<pad>", "<unk>", "the", "cat", "sat", "on", "a", "mat", "dog"]
     vocab = pd.DataFrame({"token": tokens, "special": [True, True] + [False] * 7})
     matched = np.array([True, False, True, True, True, True, True, False, False])
     matrix = np.where(matched[:, None], np.random.default_rng(0).normal(size=SHAPE), 0.0)
+    other = (np.random.default_rng(1).normal(size=(len(tokens), 4)), matched | (np.arange(len(tokens)) == 7))
     call = f"missing-row policy(ctx, **{params}) on {int((~matched).sum())} missing rows"
     _called(
         "missing-row policy",
         name,
         MISSING_POLICIES[name],
         call,
-        lambda: fill_missing(vocab, matrix, matched, name, 0, params),
+        lambda: fill_missing(vocab, matrix, matched, name, 0, params, lambda source: other),
     )
 
 
@@ -111,11 +113,10 @@ def try_position_encoding(name: str, model: dict) -> None:
 def try_entries(config: dict) -> None:
     """Every entry a checked config (embinit.checks.check) names: its initializers, its variants' position
     encodings and its missing-row policy; ConfigError naming the first that fails."""
-    missing = config["embeddings"]["missing"]
     try:
         for name in config["initializers"]:
             try_initializer(*initializer_setting(config, name))
-        try_missing_policy(missing, config["embeddings"]["missing_params"].get(missing, {}))
+        try_missing_policy(*missing_setting(config))
         for name in dict.fromkeys(v["pos_encoding"] for v in config["variants"].values()):
             try_position_encoding(name, config["model"])
     except TrialError as e:

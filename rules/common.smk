@@ -5,12 +5,13 @@ import re
 from pathlib import Path
 
 from embinit.cluster import job_resources
-from embinit.config import evaluated_splits, sides_of, task_sides, tokenizer_of
+from embinit.config import evaluated_splits, missing_setting, sides_of, task_sides, tokenizer_of
 from embinit.data.hf_dataset import is_saved
 from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
 from embinit.io import parquet_problem
 from embinit.layers.initializers import INITIALIZERS, layer_problem, reads_pretrained
+from embinit.layers.missing import source_names
 from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, variants_of
 from embinit.records import ResultsLock, plan, plan_aggregate, plan_check, sidecar_of
 from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
@@ -92,6 +93,21 @@ wildcard_constraints:
 
 def raw(relpath):
     return fill(RAW, relpath=relpath)
+
+
+def auxiliary_sources():
+    """The other sources the missing-row policy reads (`focus`'s auxiliary space), by name: its config entry and
+    its raw files by role; none for the built-in default."""
+    return {
+        name: {
+            "source": config["sources"][name],
+            "files": {role: raw(p) for role, p in config["sources"][name]["files"].items()},
+        }
+        for name in source_names(*missing_setting(config))
+    }
+
+
+AUXILIARY = auxiliary_sources()
 
 
 def task_of(block):

@@ -8,6 +8,7 @@ rule extract_embeddings:
     input:
         unpack(source_files),
         vocab=lambda wc: block_path(VOCAB, wc.block, side=wc.side),
+        auxiliary=[path for source in AUXILIARY.values() for path in source["files"].values()],
     output:
         npy=PRETRAINED,
         meta=PRETRAINED_TOKENS,
@@ -19,6 +20,8 @@ rule extract_embeddings:
         **CPU_JOB,
         mem_mb=8000,
     params:
+        # only where the policy reads other sources, so the default's params (its rerun trigger) stay as they were
+        **({"auxiliary": AUXILIARY} if AUXILIARY else {}),
         source=lambda wc: config["sources"][source_of(wc.block, wc.side)],
         missing=config["embeddings"]["missing"],
         missing_params=config["embeddings"]["missing_params"].get(config["embeddings"]["missing"], {}),

@@ -290,7 +290,8 @@ def test_config_check_accepts_every_registry_of_an_extension(tmp_path):
     for variant in config["variants"].values():
         variant["pos_encoding"] = "none_ext"
     with pytest.raises(
-        ConfigError, match=r"config key embeddings\.missing: unknown name 'ones_ext'; allowed: mean_std, neighbors"
+        ConfigError,
+        match=r"config key embeddings\.missing: unknown name 'ones_ext'; allowed: focus, mean_std, neighbors",
     ):
         check(config)
     config["extensions"] = [str(write(tmp_path / "every.py", EVERY_REGISTRY))]

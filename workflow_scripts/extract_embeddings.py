@@ -1,11 +1,12 @@
 """Snakemake script: the pre-trained matrix of one block side (embinit.layers.pretrained.extract).
 
 input:  vocab (vocabulary parquet) + one named input per file role of the source (vectors / index / weights /
-        tokenizer), e.g. input.weights
+        tokenizer), e.g. input.weights; auxiliary (the files of the other sources the policy reads; often none)
 params: source (dict: the config `sources` entry), missing (str), missing_seed (int), missing_params (dict: the
         policy's entry of config embeddings.missing_params), missing_code (the policy's code_fingerprint: only
         triggers reruns), extensions (embinit.extensions.ExtensionFiles, loaded first so a missing-row policy
-        they register is known)
+        they register is known); auxiliary, only where the policy reads other sources (dict: source name ->
+        {source: its config entry, files: role -> path})
 output: npy (N x D float32), meta (sidecar parquet: index, token, matched, filled)
 log:    one file; the match report is logged there
 """
@@ -16,7 +17,7 @@ from embinit.layers.pretrained import extract
 with job_log(snakemake.log[0]):
     p, out = snakemake.params, snakemake.output
     p.extensions.load()
-    files = {role: path for role, path in snakemake.input.items() if role != "vocab"}
+    files = {role: path for role, path in snakemake.input.items() if role not in ("vocab", "auxiliary")}
     extract(
         snakemake.input.vocab,
         p.source,
@@ -26,4 +27,5 @@ with job_log(snakemake.log[0]):
         out.npy,
         out.meta,
         missing_params=p.missing_params,
+        auxiliary=getattr(p, "auxiliary", {}),
     )

