@@ -77,7 +77,9 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     train.mechanism_probe: its number of validation sentences).
     Resumes from out_dir/checkpoint.pt when its sha256 sidecar vouches for it and it is of the same identity and
     unfinished (see embinit.training.checkpoint.resumable_checkpoint); first removes the temporary files a
-    killed save left in out_dir.
+    killed save left in out_dir. Stops before its first epoch when out_dir's disk lacks the space the run will write
+    (`disk_needed`). Warnings also go to stderr, which Snakemake shows; SIGTERM ends the run with exit status 143 and
+    a line saying how it resumes (embinit.training.stopping).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
