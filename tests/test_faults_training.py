@@ -7,14 +7,17 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
+from conftest import ONE_RUN, one_run_config, run_snakemake
 from embinit.io import FULL_BELOW, DiskFullError, atomic_path, human_size
 from embinit.training import checkpoint, loop
 from test_train import assert_same_embeddings, make_spec, metric_values, selected, train_run
@@ -172,3 +175,38 @@ def test_sigterm_ends_the_run_saying_so_after_the_save_under_way(reference_run, 
     pd.testing.assert_frame_equal(metric_values(tmp_path), metric_values(out))
     assert selected(again) == selected(final)
     assert_same_embeddings(tmp_path, out)
+
+
+@pytest.mark.slow
+def test_a_workflow_ended_by_sigterm_says_why_and_resumes(tmp_path, one_run_grid, shared_mirror):
+    """SIGTERM to the whole process group (SLURM at a time limit) once the run's first epoch is saved: Snakemake's
+    output carries the job's line saying so, and the next run resumes after that epoch."""
+    workdir = shutil.copytree(one_run_grid, tmp_path / "grid")
+    block = {"seeds": 1, "epochs": 6, "batch_size": 8, "initializers": ["Pretrained"]}
+    cfg = one_run_config(workdir / "c.yaml", shared_mirror, blocks={"sst2_glove6b50d": block})
+    sidecar = workdir / ONE_RUN / "checkpoint.pt.sha256"
+    for name in ("final.json", "checkpoint.pt", "checkpoint.pt.sha256"):
+        (workdir / ONE_RUN / name).unlink()
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir)]
+    started = subprocess.Popen(
+        [*cmd, f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while not sidecar.exists():
+        if started.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the train job saved no epoch:\n{started.communicate()[0][-4000:]}")
+        time.sleep(0.02)
+    os.killpg(started.pid, signal.SIGTERM)
+    output = started.communicate(timeout=120)[0]
+    assert started.returncode != 0
+    assert "was terminated by signal SIGTERM (a time limit, kill, or the scheduler), not by an error" in output
+    assert "resumes it from its last checkpoint" in output and "Traceback" not in output
+    print(output)  # what the user sees (pytest -s)
+    run_snakemake([f"{ONE_RUN}/final.json", "--cores", "1", "--rerun-incomplete", "--configfile", str(cfg)], workdir)
+    log = (workdir / ONE_RUN / "train.log").read_text()
+    assert "resuming sst2_glove6b50d/Pretrained/seed0/base after epoch " in log
+    assert json.loads((workdir / ONE_RUN / "final.json").read_text())["epochs"] == 6
