@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import logging
 import os
 import re
 import secrets
+import shutil
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -32,8 +34,64 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+    except DiskFullError:
+        raise
+    except (OSError, RuntimeError) as err:  # RuntimeError: torch.save's writer, which keeps no errno
+        full = is_disk_full(path.parent, err)  # before the partial file goes and frees its bytes
+        tmp.unlink(missing_ok=True)
+        if full:
+            raise DiskFullError(path, shutil.disk_usage(path.parent).free) from err
+        raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+# below this many free bytes a failed write whose error lost its errno (numpy's `N requested and M written`,
+# torch's `unexpected pos`) is taken as disk full
+FULL_BELOW = 1 << 20
+
+
+def is_disk_full(directory: str | os.PathLike, err: BaseException) -> bool:
+    """Whether a write in `directory` that raised `err` failed for want of space (or of quota)."""
+    return getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or shutil.disk_usage(directory).free < FULL_BELOW
+
+
+def human_size(n: int) -> str:
+    """'1.2 GiB', '617.0 KiB', '12 B'."""
+    for power, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 2**power:
+            return f"{n / 2**power:.1f} {unit}"
+    return f"{n} B"
+
+
+class DiskFullError(OSError):
+    """A write that failed, or a job that would fail, for want of disk space; str() is one line naming the file or
+    directory, the free space, what the job needs when known, and the fix."""
+
+    def __init__(self, path: str | os.PathLike, free: int, needs: int | None = None, before: bool = False):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        self.path, self.free, self.needs, self.before = Path(path), free, needs, before
+
+    def __str__(self) -> str:
+        needs = f", the run needs about {human_size(self.needs)}" if self.needs else ""
+        fix = "free space on that disk, or point results_dir (data_dir) to a larger one, then run again"
+        if self.before:
+            return f"disk full: {self.path} has {human_size(self.free)} free{needs}; stopped before any work: {fix}"
+        return f"disk full writing {self.path}: {human_size(self.free)} free{needs}; {fix}"
+
+
+@contextlib.contextmanager
+def disk_space(directory: str | os.PathLike, needs: int) -> Iterator[None]:
+    """Stop at once when `directory`'s disk has less than `needs` bytes free, before work that a full disk would
+    throw away; a disk-full error of a write inside the block names `needs` too."""
+    free = shutil.disk_usage(directory).free
+    if free < needs:
+        raise DiskFullError(directory, free, needs, before=True)
+    try:
+        yield
+    except DiskFullError as err:
+        err.needs = needs
+        raise
 
 
 def interrupted_writes(directory: str | os.PathLike) -> list[Path]:

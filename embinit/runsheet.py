@@ -88,7 +88,8 @@ def describe(config: dict, block: str, init: str, seed: int, variant: str) -> di
         # the registry entry and parameters its layer runs (a named setting's, Table 12's scaled base)
         "initializer_entry": entry,
         "initializer_params": json.dumps(params, sort_keys=True),
-        "label": display_name(init, cfg["family"]),
+        # a block with no source at all trains Xavier's layers under every initializer that reads one
+        "label": display_name(init, cfg["family"], any(cfg["sources"].values()) or not reads_pretrained(entry)),
         "seed": seed,
         "variant": variant,
         "pos_encoding": switches["pos_encoding"],

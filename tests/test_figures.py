@@ -122,3 +122,31 @@ def test_figure2_names_the_metrics_file_without_mechanism_columns(tmp_path):
     with pytest.raises(KeyError, match=r"sst2_glove6b50d/Pretrained/seed1/base/metrics.parquet.*train.mechanism"):
         figures.figure2(runs, tmp_path / "fig2.png", tmp_path / "fig2.csv")
     assert not (tmp_path / "fig2.png").exists()
+
+
+def test_a_side_without_a_source_is_not_named_for_one(tmp_path, monkeypatch):
+    """A block whose decoder has no source: Figure 2 plots the decoder, where Pretrained's layer is Xavier's draw, so
+    its curve is 'GloVe (no source: Xavier)'; the run's own label stays 'GloVe' (its encoder is GloVe's), and a block
+    with no source at all labels the run so."""
+    blocks = {
+        "m30k_encoder_only": {"task": "multi30k", "sources": {"encoder": "glove6b50d", "decoder": None}},
+        "m30k_no_source": {"task": "multi30k", "sources": {"encoder": None, "decoder": None}},
+    }
+    config = {**CONFIG, "blocks": {**CONFIG["blocks"], **{b: {**c, "family": "GloVe"} for b, c in blocks.items()}}}
+    monkeypatch.setitem(KIND, "m30k_encoder_only", "translation")
+    records = [
+        {"block": "m30k_encoder_only", "kind": "translation", "initializer": init, "seed": 0, "variant": "base"}
+        for init in ("Xavier", "Pretrained")
+    ]
+    runs = save_runs(tmp_path, records, config)
+    for r in runs.itertuples():
+        mechanism_metrics(r.block, r.initializer, r.seed).to_parquet(r.metrics)
+    assert runs.label.tolist() == ["Xavier", "GloVe"]
+    assert [figures.side_label(r, "encoder") for r in runs.itertuples()] == ["Xavier", "GloVe"]
+    drawn = []
+    monkeypatch.setattr(figures, "Figure", lambda **kw: drawn.append(Figure(**kw)) or drawn[-1])
+    figures.figure2(runs, tmp_path / "fig2.png", tmp_path / "fig2.csv")
+    assert drawn[0].axes[0].get_legend_handles_labels()[1] == ["Xavier", "GloVe (no source: Xavier)"]
+
+    none = save_runs(tmp_path / "none", [{**r, "block": "m30k_no_source"} for r in records], config)
+    assert none.label.tolist() == ["Xavier", "GloVe (no source: Xavier)"]

@@ -149,6 +149,16 @@ def test_display_names():
     ]
 
 
+def test_a_side_without_a_source_is_named_for_the_xavier_draw_it_gets():
+    names = [display_name(n, "GloVe", sourced=False) for n in ("Xavier", "Pretrained", "Xavier_Pretrained", "Scaled")]
+    assert names == ["Xavier", "GloVe (no source: Xavier)", "Xavier_GloVe (no source: Xavier)", "Scaled"]
+    for name in ("Pretrained", "Xavier_Pretrained"):  # the name is true: the layer is Xavier's, draw for draw
+        assert (
+            initialize(name, None, SHAPE, seed=3, side="decoder")
+            == initialize("Xavier", None, SHAPE, 3, side="decoder")
+        ).all()
+
+
 @pytest.mark.parametrize("name", list(ini.INITIALIZERS))
 def test_config_parameters_follow_pretrained_shape_rng(name):
     """embinit.checks.check offers the config every parameter after these three."""

@@ -26,16 +26,38 @@ def _layers(tmp_path, names, shape=(20, 8)):
 def test_table2_layout(tmp_path):
     paths = _layers(tmp_path, ["a", "b", "c", "d"])
     entries = [
-        {"block": "sst2_glove", "task": "sst2", "family": "GloVe", "initializer": "Xavier", "path": paths["a"]},
         {
             "block": "sst2_glove",
             "task": "sst2",
             "family": "GloVe",
+            "source": "glove",
+            "initializer": "Xavier",
+            "path": paths["a"],
+        },
+        {
+            "block": "sst2_glove",
+            "task": "sst2",
+            "family": "GloVe",
+            "source": "glove",
             "initializer": "Pretrained_Xavier",
             "path": paths["b"],
         },
-        {"block": "multi30k_glove", "task": "multi30k", "family": "GloVe", "initializer": "Xavier", "path": paths["c"]},
-        {"block": "sst2_bert", "task": "sst2", "family": "BERT", "initializer": "Xavier", "path": paths["d"]},
+        {
+            "block": "multi30k_glove",
+            "task": "multi30k",
+            "family": "GloVe",
+            "source": "glove",
+            "initializer": "Xavier",
+            "path": paths["c"],
+        },
+        {
+            "block": "sst2_bert",
+            "task": "sst2",
+            "family": "BERT",
+            "source": "bert",
+            "initializer": "Xavier",
+            "path": paths["d"],
+        },
     ]
     write_stats_table(entries, str(tmp_path / "out" / "table2.csv"), str(tmp_path / "out" / "table2.md"))
     csv = pd.read_csv(tmp_path / "out" / "table2.csv")
@@ -71,6 +93,7 @@ def test_table8_layout_names(tmp_path):
         "block": "sst2_bert",
         "task": "sst2",
         "family": "BERT",
+        "source": "bert",
         "initializer": "Xavier_Pretrained",
         "path": paths["a"],
     }

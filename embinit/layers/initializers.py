@@ -101,9 +101,12 @@ def mean_std(x: np.ndarray) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1))
 
 
-def display_name(initializer: str, src: str) -> str:
-    """The paper's table name: Pretrained -> GloVe, Pretrained_Xavier -> GloVe_Xavier, Xavier -> Xavier."""
-    return initializer.replace("Pretrained", src)
+def display_name(initializer: str, family: str, sourced: bool = True) -> str:
+    """The paper's table name: Pretrained -> GloVe, Pretrained_Xavier -> GloVe_Xavier, Xavier -> Xavier. Where the
+    layer's side has no source (`sourced` false), an initializer that reads one gives Xavier's draw: its name says so,
+    Pretrained -> 'GloVe (no source: Xavier)'."""
+    name = initializer.replace("Pretrained", family)
+    return name if sourced or name == initializer else f"{name} (no source: Xavier)"
 
 
 @register("Xavier", reads_pretrained=False)

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from embinit.io import atomic_path
+from embinit.layers.initializers import display_name, reads_pretrained
 from embinit.reports.format import TASK_DISPLAY
 
 
@@ -108,6 +109,15 @@ def mechanism_quantities(run, side: str) -> pd.DataFrame:
     )
 
 
+def side_label(run, side: str) -> str:
+    """A run's name for one side's curves: its label, or where that side has no source and the initializer reads one
+    (its layer is Xavier's draw), display_name's "(no source: Xavier)" form."""
+    sourced = dict(part.split("=", 1) for part in run.sources.split("; ")).get(side, "none") != "none"
+    if sourced or not reads_pretrained(run.initializer_entry):
+        return run.label
+    return display_name(run.initializer, run.family, sourced=False)
+
+
 def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
     """Figure 2 (beyond the paper): the mechanism metrics per epoch, a line per initializer with a band of one
     sigma over seeds; a panel per quantity (FIGURE2_QUANTITIES), FIGURE2_COLUMNS to a row, the blocks one below
@@ -127,7 +137,7 @@ def figure2(runs: pd.DataFrame, png_path, csv_path) -> pd.DataFrame:
         .value.agg(mean="mean", std="std", n_seeds="count")
         .reset_index()[["block", "initializer", "epoch", "quantity", "mean", "std", "n_seeds"]]
     )
-    labels = runs.drop_duplicates(["block", "initializer"]).set_index(["block", "initializer"]).label
+    labels = {(r.block, r.initializer): side_label(r, sides[r.block]) for r in runs.itertuples()}
     blocks = runs.drop_duplicates("block")
     rows = math.ceil(len(FIGURE2_QUANTITIES) / FIGURE2_COLUMNS)
     fig = Figure(figsize=(3.2 * FIGURE2_COLUMNS, (2.6 * rows + 0.8) * len(blocks) + 0.3), layout="constrained")

@@ -24,12 +24,12 @@ def matrix_stats(x: np.ndarray) -> dict[str, float]:
 def write_stats_table(entries: list[dict], out_csv: str, out_md: str) -> pd.DataFrame:
     """Table 2 (or Table 8 for the Xavier_Pretrained layers): a row per family and initializer, a column per task.
 
-    `entries` are dicts with block, task, family, initializer and the layer's path. Rows are labelled with the
-    block's family ("GloVe", "BERT", "T5"), as the paper's tables group GloVe / German GloVe, BERT / mBERT and
-    T5 / mT5 in one row. Markdown cells: "Range (min, max)" and "Mean (sigma)" per task, in the entries' order.
+    `entries` are dicts with block, task, family, source (None: the side has none), initializer and the layer's path.
+    Rows are labelled with the block's family ("GloVe", "BERT", "T5"), as the paper's tables group GloVe / German
+    GloVe, BERT / mBERT and T5 / mT5 in one row (a side without a source: `display_name`'s "(no source: Xavier)"). Markdown cells: "Range (min, max)" and "Mean (sigma)" per task, in the entries' order.
     """
     layers = pd.DataFrame(entries)
-    labels = [display_name(init, family) for init, family in zip(layers.initializer, layers.family)]
+    labels = [display_name(r.initializer, r.family, pd.notna(r.source)) for r in layers.itertuples()]
     stats = pd.DataFrame([matrix_stats(np.load(path, mmap_mode="r")) for path in layers.path])
     table = pd.concat([layers.drop(columns="path").assign(label=labels), stats], axis=1)
     cells = table.assign(

@@ -28,6 +28,7 @@ import torch.nn as nn
 import embinit.models
 import embinit.training
 from embinit.io import atomic_path, sha256_of, write_text_atomic
+from embinit.training.stopping import held
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,16 @@ def snapshot(
     }
 
 
+def expected_size(model: nn.Module) -> int:
+    """About the bytes of a checkpoint of `model` (`snapshot`), a little over: its state twice (now, and the best so
+    far), Adam's state of each trainable parameter (two moments and a step), 512 B of zip entry per tensor, and 64 KiB
+    for the rest (RNG states, sampler, rows: about 30 KiB)."""
+    state = list(model.state_dict().values())
+    trained = [p for p in model.parameters() if p.requires_grad]
+    data = 2 * sum(t.numel() * t.element_size() for t in state) + sum(2 * p.numel() * p.element_size() for p in trained)
+    return data + 512 * (2 * len(state) + 3 * len(trained)) + (64 << 10)
+
+
 def restore(checkpoint: dict, model: nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator) -> None:
     """Put the model, optimizer, sampler generator and every RNG back where `snapshot` found them."""
     model.load_state_dict(checkpoint["model"])
@@ -253,8 +264,9 @@ def discard(path: Path) -> None:
 
 
 def save_checkpoint(path: Path, checkpoint: dict) -> None:
-    """Write the checkpoint, then its sha256 sidecar, each whole or not at all."""
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
-        digest = sha256_of(tmp)
-    write_text_atomic(digest_path(path), f"{digest}  {path.name}\n")
+    """Write the checkpoint, then its sha256 sidecar, each whole or not at all; a SIGTERM meanwhile waits for both."""
+    with held():
+        with atomic_path(path) as tmp:
+            torch.save(checkpoint, tmp)
+            digest = sha256_of(tmp)
+        write_text_atomic(digest_path(path), f"{digest}  {path.name}\n")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ import torch
 import torch.nn as nn
 
 from embinit.data.vocab import Detokenizer, References, load_detokenizer, read_references
-from embinit.io import atomic_path, interrupted_writes, write_text_atomic
+from embinit.io import atomic_path, disk_space, interrupted_writes, write_text_atomic
 from embinit.training import checkpoint, mechanism, scoring
 from embinit.training.batching import (
     BucketBatchSampler,
@@ -43,6 +44,7 @@ from embinit.training.batching import (
 from embinit.training.device import describe, place
 from embinit.training.epoch import adam, build_model, check_finite, evaluate_loss, train_epoch
 from embinit.training.placement import Placement
+from embinit.training.stopping import Terminated, terminated_on_sigterm
 
 log = logging.getLogger(__name__)
 RUN_LOG = logging.getLogger("embinit.training")  # the run's log file: the lines of every training module
@@ -75,25 +77,50 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     train.mechanism_probe: its number of validation sentences).
     Resumes from out_dir/checkpoint.pt when its sha256 sidecar vouches for it and it is of the same identity and
     unfinished (see embinit.training.checkpoint.resumable_checkpoint); first removes the temporary files a
-    killed save left in out_dir.
+    killed save left in out_dir. Stops before its first epoch when out_dir's disk lacks the space the run will write
+    (`disk_needed`). Warnings also go to stderr, which Snakemake shows; SIGTERM ends the run with exit status 143 and
+    a line saying how it resumes (embinit.training.stopping).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = Path(spec.get("log") or out_dir / "train.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(log_path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    RUN_LOG.addHandler(handler)
+    shown = logging.StreamHandler(sys.stderr)  # the job's stderr, which Snakemake shows (a SLURM job: its log)
+    shown.setLevel(logging.WARNING)
+    shown.addFilter(lambda record: not record.exc_info)  # a failure's traceback reaches stderr as the exception
+    for h in (handler, shown):
+        h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        RUN_LOG.addHandler(h)
     RUN_LOG.setLevel(logging.INFO)
     try:
-        with place(placement, spec.get("threads", 0)) as device:
+        with terminated_on_sigterm(), place(placement, spec.get("threads", 0)) as device:
             return _train(spec, out_dir, device)
+    except Terminated as stop:
+        log.error("%s", terminated(spec, out_dir, stop))
+        raise
     except Exception:
         log.exception("run %s failed", run_name(spec["run"]))
         raise
     finally:
-        RUN_LOG.removeHandler(handler)
-        handler.close()
+        for h in (handler, shown):
+            RUN_LOG.removeHandler(h)
+            h.close()
+
+
+def terminated(spec: dict, out_dir: Path, stop: Terminated) -> str:
+    """What a run ended by a signal says: that nothing failed, and how it resumes."""
+    path = out_dir / "checkpoint.pt"
+    resumes = (
+        f"resumes it from its last checkpoint ({path})"
+        if checkpoint.digest_path(path).exists()
+        else "starts it afresh (no epoch had finished)"
+    )
+    return (
+        f"run {run_name(spec['run'])} was terminated by signal {stop.signal.name} (a time limit, kill, or the "
+        f"scheduler), not by an error; nothing more was saved. Running snakemake again (with --rerun-incomplete if it "
+        f"says the outputs are incomplete) {resumes}"
+    )
 
 
 def _train(spec: dict, out_dir: Path, device: torch.device) -> dict:
@@ -104,6 +131,20 @@ def _train(spec: dict, out_dir: Path, device: torch.device) -> dict:
     path = out_dir / "checkpoint.pt"
     identity = checkpoint.identity_of(spec)
     state = resume(run, path, identity)
+    with disk_space(out_dir, disk_needed(run, resuming=state is not None)):
+        return train_and_record(run, identity, state, path, out_dir)
+
+
+def disk_needed(run: Run, resuming: bool) -> int:
+    """About the bytes the run still writes at its peak: a checkpoint beside the last one (from scratch, the first
+    one too), and its records (the reported embeddings; metrics and texts are small beside them)."""
+    layers = sum(4 * e.size for e in run.embeddings.values())  # float32, as write_embeddings saves them
+    return checkpoint.expected_size(run.model) * (1 if resuming else 2) + layers
+
+
+def train_and_record(run: Run, identity: dict, state: dict | None, path: Path, out_dir: Path) -> dict:
+    """Train the epochs after `state` (None: all), checkpointing each, then select, score and write the records."""
+    spec = run.spec
     rows, best_model = (state["rows"], state["best_model"]) if state else ([], None)
     for epoch in range(state["epoch"] + 1 if state else 1, spec["epochs"] + 1):
         row = epoch_row(run, epoch)
