@@ -201,7 +201,9 @@ def test_recipe_ablation_recomputes_from_its_runs_records(result_set):
         assert row.bleu == pytest.approx(statistics.fmean(r["test_paper_bleu"] for r in records)), row.variant
         assert row.best_valid_loss == pytest.approx(statistics.fmean(r["best_valid_loss"] for r in records))
         if row.model == "recipe":  # records from before issue 40 carry no such keys: the first model on buckets
-            assert {(r["model_init"], r["final_norm"], r["batching"]) for r in records} == {("recipe", True, row.batching)}
+            assert {(r["model_init"], r["final_norm"], r["batching"]) for r in records} == {
+                ("recipe", True, row.batching)
+            }
 
 
 @pytest.mark.parametrize("result_set", ["first-run", "offline-cpu", "paper-scale-cpu"])
