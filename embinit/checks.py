@@ -159,8 +159,15 @@ def check(config: dict) -> None:
 
 
 def _check_outputs(config: dict) -> None:
-    """An output that reports BLEU or the decoder (Table 3, Figure 1, Table 11) needs translation blocks; one that
-    reads a side's pre-trained layer (Tables 4, 6 and 10) needs a side with a source."""
+    """An output in `outputs` needs the config sections it reads (Table 14's is in no config by default); one that
+    reports BLEU or the decoder (Table 3, Figure 1, Table 11) needs translation blocks; one that reads a side's
+    pre-trained layer (Tables 4, 6 and 10) needs a side with a source."""
+    for i, name in enumerate(config["outputs"]):
+        if missing := [s for s in OUTPUTS[name].sections if s not in config]:
+            raise ConfigError(
+                f"config key outputs[{i}]: {name} reads config section {missing[0]!r}, which the config lacks; add "
+                "it (schemas/config.schema.yaml gives its keys)"
+            )
     for name, out in OUTPUTS.items():
         section = config.get(name, {})
         blocks = section.get("blocks", [section["block"]] if "block" in section else [])

@@ -65,12 +65,13 @@ class Output:
     def config_of(self, config: dict) -> dict:
         """The config sections its builder reads, with model and the sources of the blocks they name: a change there
         rebuilds it, and an initializer or block added elsewhere does not."""
-        if not self.sections:
+        sections = [s for s in self.sections if s in config]  # Table 14's is only in the result sets that run it
+        if not sections:
             return {}
-        blocks = sorted({b for s in self.sections for b in config[s].get("blocks") or [config[s]["block"]]})
+        blocks = sorted({b for s in sections for b in config[s].get("blocks") or [config[s]["block"]]})
         sources = sorted({src for b in blocks for src in config["blocks"][b]["sources"].values() if src})
         return {
-            **{s: config[s] for s in self.sections},
+            **{s: config[s] for s in sections},
             "model": config["model"],
             "blocks": {b: {"sources": config["blocks"][b]["sources"]} for b in blocks},
             "sources": {src: config["sources"][src] for src in sources},
@@ -82,7 +83,7 @@ class Output:
 
     def raw_files(self, config: dict) -> dict[str, str]:
         """The raw files (remotes' relpaths) its config sections name, by key: Table 4's word-analogy questions."""
-        return {key: config[s][key] for s in self.sections for key in RAW_KEYS if key in config[s]}
+        return {key: config[s][key] for s in self.sections if s in config for key in RAW_KEYS if key in config[s]}
 
 
 def _first_sourced_layers(config: dict, keep: Callable[[str], bool]) -> Iterator[Layer]:

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import REPO, md_has_row, result_set_config, run_snakemake, save_runs
+from conftest import REPO, load_default_config, md_has_row, result_set_config, run_snakemake, save_runs
 from embinit.checks import check
 from embinit.config import ConfigError, dim_of
 from embinit.layers.position_table import sinusoidal_table
+from embinit.outputs import OUTPUTS
 from embinit.reports import comparison, field
 from embinit.runsheet import run_sheet
 from embinit.specs import train_spec
@@ -90,10 +91,17 @@ def test_table14s_controls_must_train_the_same_model_and_its_names_be_defined(ov
     assert message in str(error.value)
 
 
-def test_the_paper_grid_has_no_table14_runs():
-    config = result_set_config("first-run")
-    config.pop("table14", None)
-    assert not (run_sheet(config, {}).output == "table14").any()
+def test_a_config_without_table14s_section_has_no_table14_and_cannot_ask_for_it():
+    config = load_default_config()
+    assert "table14" not in config and not (run_sheet(config, {}).output == "table14").any()
+    assert OUTPUTS["table14"].config_of(config) == {} and OUTPUTS["table14"].raw_files(config) == {}
+    config["outputs"] = [*config["outputs"], "table14"]
+    with pytest.raises(ConfigError, match=r"^config key outputs\[12\]: table14 reads config section 'table14'"):
+        check(config)
+    # where it is, its rule's params hold the section, the model (P's base) and its blocks' sources
+    section = OUTPUTS["table14"].config_of(offline())
+    assert section["table14"] == offline()["table14"] and section["model"]["pos_base"] == 10000
+    assert sorted(section["blocks"]) == sorted(PLANNED)
 
 
 # Fabricated scores per seed: accuracy (fraction) for SST-2, paper BLEU for Multi30k
