@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ from embinit.checks import check
 from embinit.config import ConfigError, dim_of
 from embinit.layers.position_table import sinusoidal_table
 from embinit.outputs import OUTPUTS
-from embinit.reports import comparison, field
+from embinit.reports import builders, comparison, field
 from embinit.runsheet import run_sheet
 from embinit.specs import train_spec
 
@@ -248,3 +249,20 @@ def test_a_dry_run_of_table14_plans_exactly_its_runs(tmp_path):
     planned = {(b, i, str(seed), "base_recipe") for b, (inits, seeds) in PLANNED.items() for i in inits
                for seed in range(seeds)}  # fmt: skip
     assert trained == planned
+
+
+def test_the_rules_builder_hands_table14_its_rows_layers_and_config_sections(tmp_path):
+    """builders.table14 as its rule calls it: the run and layer sheets' rows, and the config sections of
+    Output.config_of (the section, and the model for P's base)."""
+    runs, layers = _fabricated(tmp_path)
+    config = OUTPUTS["table14"].config_of(offline({"table14": {"pos_rows": 300}}))
+    out = {suffix: str(tmp_path / f"t.{suffix}") for suffix in ("csv", "md", "png")}
+    job = SimpleNamespace(
+        params=SimpleNamespace(rows=runs.to_dict("records"), layers=layers.to_dict("records"), config=config),
+        output=SimpleNamespace(**out),
+    )
+    table = builders.table14(job)
+    (tmp_path / "direct").mkdir()
+    expected, _ = _build(tmp_path / "direct")
+    pd.testing.assert_frame_equal(table, expected)
+    assert (tmp_path / "t.png").is_file()
