@@ -17,7 +17,9 @@ from embinit.config import (
     heads_for,
     initializer_setting,
     initializers_of,
+    lr_of,
     sides_of,
+    tokenizer_of,
     violations,
 )
 from embinit.extensions import ExtensionError, load as load_extensions, registries
@@ -60,8 +62,9 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
     outputs, blocks, tasks, sources, variants, remotes, and the registries' initializers, missing-row policies and
     position encodings; an initializer is a registry entry or a named setting (`initializer_params.<name>.entry`); a
     missing-row policy's parameter annotated `NameOf` (`focus`'s source and fallback), as set or by default.
-    An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`, `initializers`, `variants`,
-    `seeds` (by block), `seeds_by_variant` and `questions` (a remote)."""
+    An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`, `initializers`, `variant(s)`,
+    `seeds` (by block), `seeds_by_variant`, `controls` (block -> block, among its `blocks`) and `questions` (a
+    remote)."""
     inits, policies, blocks = registries["initializer"], registries["missing-row policy"], config["blocks"]
     settings = [name for name, params in config["initializer_params"].items() if "entry" in params]
     named = [*inits, *settings]  # registry entries and the config's named settings
@@ -101,6 +104,11 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
     for key, section in sections.items():
         if "block" in section:
             yield f"{key}.block", section["block"], blocks
+        if "variant" in section:
+            yield f"{key}.variant", section["variant"], config["variants"]
+        for block, other in section.get("controls", {}).items():
+            yield f"{key}.controls.{block}", block, section["blocks"]
+            yield f"{key}.controls.{block}", other, section["blocks"]
         if "questions" in section:
             yield f"{key}.questions", section["questions"], config["remotes"]
         seeds = section.get("seeds")
@@ -149,6 +157,7 @@ def check(config: dict) -> None:
         _check_block(config, name)
     _check_block_initializers(config)
     _check_outputs(config)
+    _check_controls(config)
     _check_sweeps(config)
     _check_datasets(config)
     _check_heads(config)
@@ -156,8 +165,15 @@ def check(config: dict) -> None:
 
 
 def _check_outputs(config: dict) -> None:
-    """An output that reports BLEU or the decoder (Table 3, Figure 1, Table 11) needs translation blocks; one that
-    reads a side's pre-trained layer (Tables 4, 6 and 10) needs a side with a source."""
+    """An output in `outputs` needs the config sections it reads (Table 14's is in no config by default); one that
+    reports BLEU or the decoder (Table 3, Figure 1, Table 11) needs translation blocks; one that reads a side's
+    pre-trained layer (Tables 4, 6 and 10) needs a side with a source."""
+    for i, name in enumerate(config["outputs"]):
+        if missing := [s for s in OUTPUTS[name].sections if s not in config]:
+            raise ConfigError(
+                f"config key outputs[{i}]: {name} reads config section {missing[0]!r}, which the config lacks; add "
+                "it (schemas/config.schema.yaml gives its keys)"
+            )
     for name, out in OUTPUTS.items():
         section = config.get(name, {})
         blocks = section.get("blocks", [section["block"]] if "block" in section else [])
@@ -173,6 +189,37 @@ def _check_outputs(config: dict) -> None:
                 raise ConfigError(
                     f"config key {name}.side: the {side} of block {block!r} has no pre-trained source "
                     f"(blocks.{block}.sources.{side} is null); {name} needs one"
+                )
+
+
+def _trains_as(config: dict, block: str) -> dict:
+    """What a block's runs share with those of the block its `controls` name: the same model on the same vocabulary."""
+    cfg = config["blocks"][block]
+    return {"task": cfg["task"], "tokenizer": tokenizer_of(config, block), "dim": dim_of(config, block),
+            "lr": lr_of(config, block), "epochs": cfg["epochs"], "batch_size": cfg["batch_size"]}  # fmt: skip
+
+
+def _check_controls(config: dict) -> None:
+    """A section's `controls` (Table 14's) pair a block's runs with another block's Xavier and Pretrained_Xavier: the
+    two must train the same model on the same vocabulary (a Xavier layer depends only on N, D, seed and side), and
+    the other must have those runs at every seed of the block."""
+    for name in OUTPUTS:
+        for block, other in config.get(name, {}).get("controls", {}).items():
+            key = f"config key {name}.controls.{block}"
+            if other == block:
+                raise ConfigError(f"{key}: a block's controls are its own runs by default; name another block")
+            ours, theirs = _trains_as(config, block), _trains_as(config, other)
+            if differ := [what for what in ours if ours[what] != theirs[what]]:
+                what = differ[0]
+                raise ConfigError(
+                    f"{key}: block {block!r} has {what} {ours[what]!r}, its controls' block {other!r} "
+                    f"{theirs[what]!r}; the two must train the same model on the same vocabulary"
+                )
+            missing = {"Xavier", "Pretrained_Xavier"} - set(initializers_of(config, other))
+            if missing or config["blocks"][other]["seeds"] < config["blocks"][block]["seeds"]:
+                raise ConfigError(
+                    f"{key}: block {other!r} needs Xavier and Pretrained_Xavier runs at every seed of {block!r} "
+                    f"({config['blocks'][block]['seeds']}); it lacks {', '.join(sorted(missing)) or 'seeds'}"
                 )
 
 

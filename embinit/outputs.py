@@ -65,12 +65,13 @@ class Output:
     def config_of(self, config: dict) -> dict:
         """The config sections its builder reads, with model and the sources of the blocks they name: a change there
         rebuilds it, and an initializer or block added elsewhere does not."""
-        if not self.sections:
+        sections = [s for s in self.sections if s in config]  # Table 14's is only in the result sets that run it
+        if not sections:
             return {}
-        blocks = sorted({config[s]["block"] for s in self.sections})
+        blocks = sorted({b for s in sections for b in config[s].get("blocks") or [config[s]["block"]]})
         sources = sorted({src for b in blocks for src in config["blocks"][b]["sources"].values() if src})
         return {
-            **{s: config[s] for s in self.sections},
+            **{s: config[s] for s in sections},
             "model": config["model"],
             "blocks": {b: {"sources": config["blocks"][b]["sources"]} for b in blocks},
             "sources": {src: config["sources"][src] for src in sources},
@@ -82,7 +83,7 @@ class Output:
 
     def raw_files(self, config: dict) -> dict[str, str]:
         """The raw files (remotes' relpaths) its config sections name, by key: Table 4's word-analogy questions."""
-        return {key: config[s][key] for s in self.sections for key in RAW_KEYS if key in config[s]}
+        return {key: config[s][key] for s in self.sections if s in config for key in RAW_KEYS if key in config[s]}
 
 
 def _first_sourced_layers(config: dict, keep: Callable[[str], bool]) -> Iterator[Layer]:
@@ -146,6 +147,20 @@ def _table13_variants(config: dict) -> dict[str, dict]:
     return {
         name: {**config["variants"]["base"], "lr": lr} for name, lr in lr_variants(config).items() if name != "base"
     }
+
+
+def _table14_runs(config: dict) -> dict:
+    """Table 14's blocks, each with its own initializers, under its one variant; none without its section (the
+    paper's grid has none: config/offline-cpu.yaml defines it on the stand-ins)."""
+    section = config.get("table14")
+    return {"blocks": section["blocks"], "variants": [section["variant"]]} if section else {"blocks": []}
+
+
+def _table14_layers(config: dict, runs: pd.DataFrame) -> Iterator[Layer]:
+    """Seed 0's layer of each of its runs' first side with a source: the sigma its row reports."""
+    for block, init in dict.fromkeys(zip(runs.block, runs.initializer)):
+        side = next(side for side, source in config["blocks"][block]["sources"].items() if source)
+        yield block, side, "layer", init, 0
 
 
 OUTPUTS: dict[str, Output] = {
@@ -299,6 +314,15 @@ OUTPUTS: dict[str, Output] = {
             compared=True,
             drawn=True,
             variants=_table13_variants,
+        ),
+        Output(  # the field's initializers against Xavier and the paper's proposal, all under one recipe (issue 41)
+            "table14",
+            "Beyond the paper",
+            runs=_table14_runs,
+            layers=_table14_layers,
+            sections=("table14",),
+            compared=True,
+            drawn=True,
         ),
         Output(  # Table 3's cells under the first model and the paper's recipe, one change at a time
             "recipe_ablation",

@@ -13,7 +13,7 @@ from embinit.config import ConfigError, lr_of
 from embinit.layers.initializers import fingerprint, initialize, mean_std
 from embinit.config import lr_variants, scaled_initializers
 from embinit.outputs import generated_initializers, layer_recipe, variants_of
-from embinit.reports import sweeps
+from embinit.reports import comparison, sweeps
 from embinit.runsheet import run_sheet
 from embinit.specs import layer_spec, train_spec
 
@@ -153,7 +153,7 @@ def test_table12_pairs_each_k_with_k_1_and_the_two_bases_at_each_k(tmp_path):
                       f"{at64.Pretrained_Xavier_ci_high:.1f}] (4)")  # fmt: skip
     assert (tmp_path / "t.png").stat().st_size > 1000
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "t.csv"), table, check_dtype=False)
-    claims = sweeps.claims(12, pd.read_csv(tmp_path / "t.csv")).set_index("claim")
+    claims = comparison.claims(12, pd.read_csv(tmp_path / "t.csv")).set_index("claim")
     assert len(claims) == 3 * 2 + 4  # k = 1 is no claim against itself; content at each k
     assert claims.loc["GloVe_Xavier at k = 64 below k = 1"].verdict == "holds"
     assert claims.loc["Xavier at k = 0.25 below k = 1"].verdict == "undecided"  # Xavier x 0.25 = Xavier x 1 + noise
@@ -189,7 +189,7 @@ def test_table13_reads_each_runs_lr_and_judges_finding_1_at_each(tmp_path):
     assert "- GloVe < Xavier: holds at lr = 0.0001; contradicted at lr = 0.001; undecided at lr = none." in md
     assert (tmp_path / "t.png").stat().st_size > 1000
     assert json.loads((tmp_path / BLOCK / "Xavier" / "seed0" / "lr1e-3" / "final.json").read_text())["lr"] == 1e-3
-    claims = sweeps.claims(13, pd.read_csv(tmp_path / "t.csv")).set_index("claim")
+    claims = comparison.claims(13, pd.read_csv(tmp_path / "t.csv")).set_index("claim")
     assert claims.verdict.to_dict() == {
         "GloVe < Xavier at lr = 0.0001": "holds",
         "GloVe < Xavier at lr = 0.001": "contradicted",

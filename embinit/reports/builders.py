@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from embinit.config import scaled_initializers
-from embinit.reports import analogy, comparison, figures, recipe, statistics, sweeps, tables
+from embinit.reports import analogy, comparison, field, figures, recipe, statistics, sweeps, tables
 from embinit.reports.export import export_layers
 from embinit.reports.matches import write_match_report
 from embinit.reports.runs import run_table, write_runs
@@ -104,6 +104,13 @@ def table12(job) -> pd.DataFrame:
 
 def table13(job) -> pd.DataFrame:
     return sweeps.table13(_rows(job), job.output.csv, job.output.md, job.output.png)
+
+
+def table14(job) -> pd.DataFrame:
+    config, out = job.params.config, job.output
+    return field.table14(
+        _rows(job), _layers(job), config["table14"], config["model"]["pos_base"], out.csv, out.md, out.png
+    )
 
 
 def recipe_ablation(job) -> pd.DataFrame:

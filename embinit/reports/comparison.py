@@ -24,7 +24,8 @@ import pandas as pd
 from scipy import stats
 
 from embinit.reports.format import markdown_table, write_csv_md
-from embinit.reports.sweeps import CLAIMED, claims
+from embinit.layers.initializers import display_name
+from embinit.reports import field, sweeps
 from embinit.reports.tables import (
     SIZES,
     paired_difference,
@@ -229,6 +230,27 @@ def evaluate(check: Check, values: pd.DataFrame, ours: pd.DataFrame, paper: pd.D
     return out
 
 
+# --- beyond the paper -----------------------------------------------------------------------------------------
+
+# The tables beyond the paper that judge claims of their own: table number -> its claims, each its CSV column prefix
+# and its wording, a template over the CSV row's columns (`label(init)`: the initializer's name in the row's family)
+CLAIMED = {12: sweeps.table12_claims, 13: sweeps.table13_claims, 14: field.table14_claims}
+
+
+def claims(table: int, frame: pd.DataFrame) -> pd.DataFrame:
+    """The claims a table of CLAIMED (`frame`, its CSV) judges, a row each: claim, Δ with its 95% interval and pairs,
+    verdict."""
+    tests = CLAIMED[table](frame, lambda init: display_name(init, frame.family.iloc[0]))
+    rows = [
+        {"table": table, "claim": claim.format(**r), "diff": r[p], "ci_low": r[f"{p}_ci_low"],
+         "ci_high": r[f"{p}_ci_high"], "n_pairs": r[f"{p}_n_pairs"], "verdict": r[f"{p}_verdict"]}
+        for p, claim in tests
+        for r in frame.to_dict("records")
+        if r[f"{p}_n_pairs"]
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["table", "claim", "diff", "ci_low", "ci_high", "n_pairs", "verdict"])
+
+
 # --- outputs --------------------------------------------------------------------------------------------------
 
 
@@ -289,15 +311,17 @@ def _cells_markdown(paper: pd.DataFrame, cells: pd.DataFrame) -> str:
 
 
 def _beyond_markdown(parts: dict[int, pd.DataFrame]) -> str:
-    """Beyond the paper: each claim a sweep table judges (Finding 1 along a scale or a learning rate), as a row."""
+    """Beyond the paper: each claim a table of CLAIMED judges (Finding 1 along a scale or a learning rate, the
+    field's initializers against Xavier and the paper's proposal), as a row."""
     if not parts:
         return ""
-    tables = ("Tables " if len(parts) > 1 else "Table ") + " and ".join(map(str, parts))
+    *others, last = map(str, parts)
+    tables = f"Tables {', '.join(others)} and {last}" if others else f"Table {last}"
     rows = [[f"{r.table}", r.claim, f"{r.diff:+.2f}" + ("" if pd.isna(r.ci_low) else f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"),
              str(r.n_pairs), f"**{r.verdict}**"] for part in parts.values() for r in part.itertuples()]  # fmt: skip
     return (
-        f"\n## Beyond the paper\n\nFinding 1 tested where the paper did not: the claims of {tables}, "
-        "each a difference of accuracy (%) paired by seed with its 95% t-interval and verdict as above.\n\n"
+        f"\n## Beyond the paper\n\nClaims tested where the paper did not: the claims of {tables}, each a difference of "
+        "accuracy (%) or BLEU paired by seed with its 95% t-interval and verdict as above.\n\n"
         + markdown_table(["Table", "Claim", "Δ [95% CI]", "Seeds", "Verdict"], rows)
     )
 

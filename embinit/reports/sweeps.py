@@ -26,14 +26,14 @@ def _accuracy(runs: pd.DataFrame) -> pd.DataFrame:
     return long[long.metric == "accuracy_pct"]
 
 
-def _cell(values: pd.Series, prefix: str) -> dict:
+def seeds_cell(values: pd.Series, prefix: str) -> dict:
     """A cell over seeds: n, mean and its 95% t-interval (none with one seed)."""
     low, high = t_interval(values.mean(), values.std(ddof=1), len(values))
     return {f"{prefix}_n_seeds": len(values), f"{prefix}_mean": values.mean(), f"{prefix}_ci_low": low,
             f"{prefix}_ci_high": high}  # fmt: skip
 
 
-def _paired(a: pd.Series, b: pd.Series, prefix: str, sign: int) -> dict:
+def paired_verdict(a: pd.Series, b: pd.Series, prefix: str, sign: int) -> dict:
     """a - b over the seeds both have (each indexed by seed), its 95% t-interval and the verdict on `sign`."""
     pairs = pd.concat([a, b], axis=1, join="inner").dropna()
     d = paired_difference(pairs.iloc[:, 0] - pairs.iloc[:, 1])
@@ -41,7 +41,7 @@ def _paired(a: pd.Series, b: pd.Series, prefix: str, sign: int) -> dict:
             f"{prefix}_n_pairs": d["n_pairs"], f"{prefix}_verdict": verdict_of(d["ci_low"], d["ci_high"], sign)}  # fmt: skip
 
 
-def _shown(row, prefix: str) -> str:
+def shown_cell(row, prefix: str) -> str:
     """'80.1 [79.2, 81.0] (5)': a cell's mean, interval and seeds; '-' without runs."""
     if not row[f"{prefix}_n_seeds"]:
         return "-"
@@ -49,7 +49,7 @@ def _shown(row, prefix: str) -> str:
     return f"{row[f'{prefix}_mean']:.1f}{ci} ({row[f'{prefix}_n_seeds']})"
 
 
-def _delta(row, prefix: str) -> str:
+def delta_cell(row, prefix: str) -> str:
     """'-1.2 [-2.0, -0.4]': a paired difference with its interval; '-' without pairs."""
     if pd.isna(row[prefix]):
         return "-"
@@ -115,12 +115,12 @@ def table12(runs: pd.DataFrame, bases: list[str], csv_path, md_path, png_path) -
         row = {"block": first.block, "family": first.family, "source_display": first.source_display, "k": k}
         for b in bases:  # claimed: away from k = 1 the layer does worse
             one = cells.get((b, 1.0), acc.value.iloc[:0]) if k != 1 else acc.value.iloc[:0]
-            row |= _cell(cells[b, k], b) | _paired(cells[b, k], one, f"{b}_diff_vs_k1", -1)
+            row |= seeds_cell(cells[b, k], b) | paired_verdict(cells[b, k], one, f"{b}_diff_vs_k1", -1)
         if len(bases) == 2:  # claimed: the pre-trained content helps at the same scale
-            row |= _paired(cells[bases[0], k], cells[bases[1], k], "content_diff", +1)
+            row |= paired_verdict(cells[bases[0], k], cells[bases[1], k], "content_diff", +1)
         rows.append(row)
     table = pd.DataFrame(rows)
-    parts = [(fmt, p) for b in bases for fmt, p in ((_shown, b), (_delta, f"{b}_diff_vs_k1"))]
+    parts = [(fmt, p) for b in bases for fmt, p in ((shown_cell, b), (delta_cell, f"{b}_diff_vs_k1"))]
     header = ["k", *(f"{labels[b]} {part}" for b in bases for part in ("acc % [95% CI] (n)", "Δ vs k = 1"))]
     lines = []
     for b in bases:
@@ -129,7 +129,7 @@ def table12(runs: pd.DataFrame, bases: list[str], csv_path, md_path, png_path) -
         harm = _ks(table.k[table[f"{b}_diff_vs_k1_verdict"] == "holds"])
         lines.append(f"- {labels[b]}: accuracy {falls} monotonically with k (means); below k = 1's at k = {harm}.")
     if len(bases) == 2:
-        parts += [(_delta, "content_diff"), (lambda r, p: r[p], "content_diff_verdict")]
+        parts += [(delta_cell, "content_diff"), (lambda r, p: r[p], "content_diff_verdict")]
         header += [f"{labels[bases[0]]} − {labels[bases[1]]}", "content helps"]
         by = {v: _ks(table.k[table.content_diff_verdict == v]) for v in ("holds", "contradicted", "undecided")}
         lines.append(
@@ -159,17 +159,17 @@ def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
         row = {"block": first.block, "family": first.family, "source_display": first.source_display, "lr": lr,
                "variant": at.variant.iloc[0]}  # fmt: skip
         for i in inits:
-            row |= _cell(cells[i], i)
+            row |= seeds_cell(cells[i], i)
         for a, b, sign in checks:
-            row |= _paired(cells[a], cells[b], f"{a}_minus_{b}", sign)
+            row |= paired_verdict(cells[a], cells[b], f"{a}_minus_{b}", sign)
         rows.append(row)
     table = pd.DataFrame(rows)
     claims = {(a, b): _finding1(a, b, sign, labels.get) for a, b, sign in checks}
     header = ["lr", *(f"{labels[i]} acc % [95% CI] (n)" for i in inits)]
     header += [f"{claims[a, b]}: {part}" for a, b, _ in checks for part in ("Δ", "verdict")]
     cells_md = [
-        [f"{r['lr']:g}", *(_shown(r, i) for i in inits)]
-        + [c for a, b, _ in checks for c in (_delta(r, f"{a}_minus_{b}"), r[f"{a}_minus_{b}_verdict"])]
+        [f"{r['lr']:g}", *(shown_cell(r, i) for i in inits)]
+        + [c for a, b, _ in checks for c in (delta_cell(r, f"{a}_minus_{b}"), r[f"{a}_minus_{b}_verdict"])]
         for _, r in table.iterrows()
     ]
     lines = []
@@ -187,35 +187,16 @@ def table13(runs: pd.DataFrame, csv_path, md_path, png_path) -> pd.DataFrame:
     return table
 
 
-def _table12_claims(frame: pd.DataFrame, label) -> tuple[str, list[tuple[str, str]]]:
+def table12_claims(frame: pd.DataFrame, label) -> list[tuple[str, str]]:
     """Table 12 claims each base below its k = 1 at every other k, and the first base above the second at each k."""
     bases = [c.removesuffix("_diff_vs_k1") for c in frame.columns if c.endswith("_diff_vs_k1")]
     tests = [(f"{b}_diff_vs_k1", f"{label(b)} at k = {{k:g}} below k = 1") for b in bases]
     if "content_diff" in frame:
         tests.append(("content_diff", f"{label(bases[0])} above {label(bases[1])} at k = {{k:g}}"))
-    return "k", tests
+    return tests
 
 
-def _table13_claims(frame: pd.DataFrame, label) -> tuple[str, list[tuple[str, str]]]:
+def table13_claims(frame: pd.DataFrame, label) -> list[tuple[str, str]]:
     """Table 13 claims Finding 1's checks at every learning rate."""
-    return "lr", [(f"{a}_minus_{b}", f"{_finding1(a, b, sign, label)} at lr = {{lr:g}}")
-                  for a, b, sign in FINDING1 if f"{a}_minus_{b}" in frame]  # fmt: skip
-
-
-# The sweep tables that judge claims of their own (paper_comparison's part beyond the paper): table number -> what
-# a row is swept along and, per claim, its CSV column prefix and wording.
-CLAIMED = {12: _table12_claims, 13: _table13_claims}
-
-
-def claims(table: int, frame: pd.DataFrame) -> pd.DataFrame:
-    """The claims a table of CLAIMED (`frame`, its CSV) judges, a row each: claim, Δ with its 95% interval and pairs,
-    verdict (the paper comparison's part beyond the paper)."""
-    where, tests = CLAIMED[table](frame, lambda init: display_name(init, frame.family.iloc[0]))
-    rows = [
-        {"table": table, "claim": claim.format(**{where: r[where]}), "diff": r[p], "ci_low": r[f"{p}_ci_low"],
-         "ci_high": r[f"{p}_ci_high"], "n_pairs": r[f"{p}_n_pairs"], "verdict": r[f"{p}_verdict"]}
-        for p, claim in tests
-        for _, r in frame.iterrows()
-        if r[f"{p}_n_pairs"]
-    ]  # fmt: skip
-    return pd.DataFrame(rows, columns=["table", "claim", "diff", "ci_low", "ci_high", "n_pairs", "verdict"])
+    return [(f"{a}_minus_{b}", f"{_finding1(a, b, sign, label)} at lr = {{lr:g}}")
+            for a, b, sign in FINDING1 if f"{a}_minus_{b}" in frame]  # fmt: skip
