@@ -14,12 +14,14 @@ device's StepPolicy) on the same batches; they start their timed steps together.
              process's peak resident set, torch itself included
   loss %     the loss alone (output projection and cross-entropy, forward and backward, the device's path) on
              final states of the timed batches' shapes, over the time of the timed steps; the k runs time it
-             together too
+             together too (eager, on the compiled steps' path with --compile)
+  first step s  the first warm-up step alone: with --compile, torch.compile's tracing and code generation
 
 bf16 is autocast on CUDA only (as `train.bf16`); on the CPU its settings are skipped, and the output says so.
 
   PYTHONPATH=. python bench/gpu_step.py                                    # a GPU: every setting (minutes)
   PYTHONPATH=. python bench/gpu_step.py --device cpu --steps 4 --warmup 1  # the CPU
+  PYTHONPATH=. python bench/gpu_step.py --compile                          # train.compile: true
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from embinit.data.vocab import BOS, EOS
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.training.batching import batch_sampler, load_dataset
 from embinit.training.device import autocast, step_policy
-from embinit.training.epoch import adam, train_epoch
+from embinit.training.epoch import adam, compile_loss, train_epoch
 from train_throughput import MAX_LEN, N_SRC, N_TGT, synthetic_pairs, xavier
 
 N_SST2 = 13439
@@ -85,11 +87,11 @@ def wait_for(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def loss_seconds(model, data, batches, device: torch.device, bf16: bool, dim: int) -> float:
+def loss_seconds(model, data, batches, device: torch.device, bf16: bool, dim: int, compiled: bool) -> float:
     """Seconds of the loss alone over `batches`: the translator's output loss on decoder states of each batch's
     shape, the classifier's Linear(D, 2) and cross-entropy on pooled states (the time does not depend on the
     values, which are random)."""
-    policy, heads = step_policy(device), []
+    policy, heads = step_policy(device, compiled), []
     for indices in batches:
         _, targets = policy.to_device(data.batch(indices), device)
         if isinstance(model, Translator):
@@ -137,17 +139,35 @@ def worker(connection, barrier, device_name: str, threads: int, data_paths: dict
         warmup, timed = batches[: args["warmup"]], batches[args["warmup"] :]
         model = build(name, args["dim"]).to(device)
         optimizer = adam(model, lr, ADAM)
-        train_epoch(model, optimizer, data, warmup, device, bf16)
+        compiled = compile_loss(model) if args["compile"] else None
+        first = time.monotonic()
+        train_epoch(
+            model, optimizer, data, warmup[:1], device, bf16, compiled_loss=compiled
+        )  # compiles, with --compile
+        first_step = time.monotonic() - first
+        if warmup[1:]:
+            train_epoch(model, optimizer, data, warmup[1:], device, bf16, compiled_loss=compiled)
         wait_for(device)
         reset_peak(device)
         barrier.wait(timeout=600)
         began = time.monotonic()  # one clock for every process of the machine
-        _, tokens = train_epoch(model, optimizer, data, timed, device, bf16)  # ends reading the loss: waits
+        _, tokens = train_epoch(
+            model, optimizer, data, timed, device, bf16, compiled_loss=compiled
+        )  # ends reading the loss
         ended = time.monotonic()
         peak = peak_mib(device)
         barrier.wait(timeout=600)
-        loss = loss_seconds(model, data, timed, device, bf16, args["dim"])
-        connection.send({"began": began, "ended": ended, "tokens": tokens, "peak_mib": peak, "loss_seconds": loss})
+        loss = loss_seconds(model, data, timed, device, bf16, args["dim"], args["compile"])
+        connection.send(
+            {
+                "began": began,
+                "ended": ended,
+                "tokens": tokens,
+                "peak_mib": peak,
+                "loss_seconds": loss,
+                "first_step_seconds": first_step,
+            }
+        )
 
 
 class Team:
@@ -180,6 +200,7 @@ class Team:
             / (max(r["ended"] for r in runs) - min(r["began"] for r in runs)),
             "peak_mib": max(r["peak_mib"] for r in runs),
             "loss_share": float(np.mean([r["loss_seconds"] / s for r, s in zip(runs, seconds)])),
+            "first_step_seconds": max(r["first_step_seconds"] for r in runs),
         }
 
     def close(self) -> None:
@@ -204,8 +225,15 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=4096, help="synthetic examples per dataset")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads of all runs together; 0: torch's")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--compile", action="store_true", help="train.compile: the steps' loss compiled by torch.compile"
+    )
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
+    if args.warmup < 1:
+        parser.error(
+            "--warmup must be at least 1: the first warm-up step is timed on its own (the compile, with --compile)"
+        )
     os.environ["TQDM_DISABLE"] = "1"  # the loop's progress bars, in every worker
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
     threads = args.threads or torch.get_num_threads()
@@ -215,6 +243,7 @@ def main() -> None:
         precisions = [p for p in precisions if p != "bf16"]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {threads} threads in all"
     print(f"device: {device} ({name}); torch {torch.__version__}; D = {args.dim}; synthetic data, seed {args.seed}")
+    print(f"steps: {'torch.compile (train.compile: true)' if args.compile else 'eager'}")
     print(
         f"{args.steps} timed steps per run after {args.warmup} warm-up steps; batches: "
         + ", ".join(f"{m} {MODELS[m][1]}" for m in args.models)
@@ -225,7 +254,13 @@ def main() -> None:
         paths = {"translator": Path(scratch) / "multi30k.parquet", "classifier": Path(scratch) / "sst2.parquet"}
         synthetic_pairs(paths["translator"], args.sentences, args.seed)
         synthetic_sentences(paths["classifier"], args.sentences, args.seed)
-        settings = {"steps": args.steps, "warmup": args.warmup, "dim": args.dim, "seed": args.seed}
+        settings = {
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "dim": args.dim,
+            "seed": args.seed,
+            "compile": args.compile,
+        }
         for k, model, precision in itertools.product(args.runs, args.models, precisions):
             # fresh workers for each setting: no memory, allocator pool or warm cache carried over from another
             team = Team(k, device, max(1, threads // k), {m: str(p) for m, p in paths.items()}, settings)
@@ -233,12 +268,15 @@ def main() -> None:
                 rows.append({"model": model, "precision": precision, "runs": k} | team.run(model, precision == "bf16"))
             finally:
                 team.close()
-    print("\n| model | precision | runs | steps/s per run | tokens/s, all runs | peak MiB per run | loss % |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "\n| model | precision | runs | steps/s per run | tokens/s, all runs | peak MiB per run | loss % | first step s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['model']} | {r['precision']} | {r['runs']} | {r['steps_per_second']:.2f} | "
-            f"{r['tokens_per_second']:,.0f} | {r['peak_mib']:,.0f} | {100 * r['loss_share']:.0f} |"
+            f"{r['tokens_per_second']:,.0f} | {r['peak_mib']:,.0f} | {100 * r['loss_share']:.0f} | "
+            f"{r['first_step_seconds']:.1f} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"device": str(device), "name": name, "rows": rows}, indent=1) + "\n")

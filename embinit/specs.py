@@ -12,6 +12,10 @@ from embinit.registry import names_of
 from embinit.outputs import layer_recipe, variant_settings, variants_of
 from embinit.training import Placement
 
+# `train` keys that change how fast a step runs and its floats' last bits only: in a run's spec (its identity) under
+# `speed_options` when on, and absent when off, so the default spec, and with it every earlier run's digest, is the same
+SPEED_OPTIONS = ("compile",)
+
 
 def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> dict:
     """A layer's spec; `fingerprint` holds the initializer's params and code. A sweep's initializer (Table 12's
@@ -33,7 +37,8 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     (Table 13's lr3e-4) sets its own `lr`; a variant's `model` and `train` override those sections' keys (the
     recipe ablation's `model.init`, `train.batching`). A named setting of an initializer
     (`initializer_params.<name>.entry`) puts its entry and parameters in the run's identity; a name that is its
-    entry's own adds nothing there (its layer's spec holds its parameters), so earlier runs keep their digests."""
+    entry's own adds nothing there (its layer's spec holds its parameters), so earlier runs keep their digests; so does
+    a speed option (`train.compile`) that is off, and one that is on is named under `speed_options`."""
     block_cfg, task = config["blocks"][block], config["tasks"][config["blocks"][block]["task"]]
     switches = variants_of(config)[variant]
     setting = config["train"]["valid_bleu"]
@@ -41,12 +46,12 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     run = {"block": block, "task": block_cfg["task"], "initializer": init, "seed": seed, "variant": variant}
     if entry != init:
         run |= {"initializer_entry": entry, "initializer_params": params}
+    train = variant_settings(config, switches, "train")
+    speed = {k: True for k in SPEED_OPTIONS if train.get(k, False)}
     return {
         "kind": task["kind"],
         "model": variant_settings(config, switches, "model"),
-        "train": {
-            k: v for k, v in variant_settings(config, switches, "train").items() if k not in Placement.CONFIG_KEYS
-        },
+        "train": {k: v for k, v in train.items() if k not in Placement.CONFIG_KEYS + SPEED_OPTIONS},
         "variant": switches,
         "epochs": block_cfg["epochs"],
         "batch_size": block_cfg["batch_size"],
@@ -58,7 +63,7 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
         "languages": task["languages"],
         "position_code": code_fingerprint(POSITION_ENCODINGS[switches["pos_encoding"]]),
         "run": run,
-    }
+    } | ({"speed_options": speed} if speed else {})
 
 
 def missing_code(config: dict) -> str:

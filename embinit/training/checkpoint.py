@@ -50,6 +50,7 @@ def setup_of(spec: dict) -> dict:
                 "valid_bleu": spec.get("valid_bleu"),
                 "num_classes": spec.get("num_classes"),
                 "position_code": spec.get("position_code"),  # its position encoding's code, built in or an extension
+                "speed_options": spec.get("speed_options"),  # train.compile: rounding differs from eager's
             },
             sort_keys=True,
         )

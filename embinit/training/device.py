@@ -9,7 +9,7 @@ import itertools
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -38,7 +38,8 @@ def place(placement: Placement, job_threads: int = 0) -> Iterator[torch.device]:
 
 def make_deterministic() -> None:
     """Deterministic kernels only (an op without one fails naming itself): CUDA reruns and resumes become
-    bit-exact on one GPU model and driver; a no-op for this project's CPU kernels."""
+    bit-exact on one GPU model and driver; on the CPU it changes compiled steps only (`train.compile`: inductor then
+    leaves the embedding gradient's scatter-add to torch's kernel instead of atomic adds from parallel threads)."""
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # read when cuBLAS starts: before any CUDA work
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
@@ -139,9 +140,12 @@ CPU_STEPS = StepPolicy(fused_loss=True, pinned_copies=False, done_check_every=1)
 CUDA_STEPS = StepPolicy(fused_loss=False, pinned_copies=True, done_check_every=8)
 
 
-def step_policy(device: torch.device) -> StepPolicy:
-    """The one place a step's path is chosen by its device."""
-    return CUDA_STEPS if device.type == "cuda" else CPU_STEPS
+def step_policy(device: torch.device, compiled: bool = False) -> StepPolicy:
+    """The one place a step's path is chosen: by its device, and for compiled steps (`train.compile`) the library loss
+    on every device: inductor fuses it, where the fused loss's count of real tokens is a new shape every step, each a
+    recompile (docs/performance.md, "Compiled steps")."""
+    policy = CUDA_STEPS if device.type == "cuda" else CPU_STEPS
+    return replace(policy, fused_loss=False) if compiled else policy
 
 
 def describe(device: torch.device) -> str:

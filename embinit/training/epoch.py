@@ -4,7 +4,7 @@ validation loss."""
 from __future__ import annotations
 
 import sys
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
@@ -37,17 +37,31 @@ def adam(model: nn.Module, lr: float, train_cfg: dict) -> torch.optim.Adam:
     )
 
 
+def compile_loss(model: nn.Module) -> Callable[..., torch.Tensor]:
+    """The model's `loss` compiled by torch.compile, for the training steps (`train.compile`). The module stays itself:
+    its state_dict keys, and the eager passes of evaluation, decoding and the mechanism probe (whose `weights_sink` a
+    compiled graph would not fill). dynamic=True: one graph for every batch shape from the first step, so a resumed
+    run runs the kernels the uninterrupted one ran; fallback_random: eager's dropout masks (inductor would draw its
+    own), so a compiled step differs from an eager one by rounding only."""
+    try:
+        return torch.compile(model.loss, dynamic=True, options={"fallback_random": True})
+    except RuntimeError as error:  # torch's words: this Python or platform has no torch.compile
+        raise RuntimeError(f"train.compile: true, but {error}; set train.compile: false") from error
+
+
 def batch_loss(
     model: nn.Module,
     batch: tuple[torch.Tensor, torch.Tensor],
     device: torch.device,
     policy: StepPolicy | None = None,
+    compiled_loss: Callable[..., torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Summed cross-entropy of one host batch (on the device) and its number of terms: target tokens or examples.
-    `policy`: how the step runs, the device's own by default (embinit.training.device.step_policy)."""
+    `policy`: how the step runs, the device's own by default (embinit.training.device.step_policy); `compiled_loss`:
+    the model's loss as `compile_loss` gives it, run in place of its own `loss` (None: eager)."""
     policy = policy or step_policy(device)
     terms = model.loss_terms(batch[1])  # counted on the host copy: no device sync
-    return model.loss(*policy.to_device(batch, device), fused=policy.fused_loss), terms
+    return (compiled_loss or model.loss)(*policy.to_device(batch, device), fused=policy.fused_loss), terms
 
 
 def check_finite(value: float, name: str, epoch: int, what: str) -> None:
@@ -62,11 +76,12 @@ def train_step(
     device: torch.device,
     bf16: bool,
     policy: StepPolicy,
+    compiled_loss: Callable[..., torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """One Adam step on one host batch: its summed loss, left on the device (reading it would wait for the
     device), and its number of terms."""
     with autocast(device, bf16):
-        loss, n = batch_loss(model, batch, device, policy)
+        loss, n = batch_loss(model, batch, device, policy, compiled_loss)
     optimizer.zero_grad(set_to_none=True)
     (loss / n).backward()
     optimizer.step()
@@ -82,16 +97,18 @@ def train_epoch(
     bf16: bool,
     name: str = "",
     epoch: int = 0,
+    compiled_loss: Callable[..., torch.Tensor] | None = None,
 ) -> tuple[float, int]:
-    """One pass of Adam steps over `batches`; returns (mean loss per term, real non-pad tokens seen)."""
+    """One pass of Adam steps over `batches` (`compiled_loss`: see `compile_loss`; None: eager); returns (mean loss
+    per term, real non-pad tokens seen)."""
     model.train()
-    policy = step_policy(device)
+    policy = step_policy(device, compiled=compiled_loss is not None)
     lengths = data.lengths()
     loss_sum = torch.zeros((), device=device)
     terms = tokens = 0
     progress = tqdm(batches, desc=f"{name} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10)
     for step, indices in enumerate(progress, start=1):
-        loss, n = train_step(model, optimizer, data.batch(indices), device, bf16, policy)
+        loss, n = train_step(model, optimizer, data.batch(indices), device, bf16, policy, compiled_loss)
         loss_sum += loss
         terms += n
         tokens += int(lengths[indices].sum())

@@ -12,6 +12,9 @@ scaled embedding outweighs the position encoding, attention entropy and saturati
 `train.mechanism` is off; they never change the run's trajectory. The input embeddings of the reported state
 (translation: the selected epoch; classification: the best validation accuracy's) are a run output.
 
+`train.compile` (a speed option, in the run's identity as `speed_options`) compiles the training steps' loss with
+torch.compile (embinit.training.epoch.compile_loss); validation, decoding and the mechanism probe run the module eagerly.
+
 Every epoch ends in a checkpoint, so a killed run continues where it stopped, and a checkpoint of another
 identity (settings, code, input files) is discarded (embinit.training.checkpoint).
 """
@@ -24,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -42,7 +46,7 @@ from embinit.training.batching import (
     load_dataset,
 )
 from embinit.training.device import describe, place
-from embinit.training.epoch import adam, build_model, check_finite, evaluate_loss, train_epoch
+from embinit.training.epoch import adam, build_model, check_finite, compile_loss, evaluate_loss, train_epoch
 from embinit.training.placement import Placement
 from embinit.training.stopping import Terminated, terminated_on_sigterm
 
@@ -64,7 +68,8 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     vocab stage's references files); model: config `model`; train: config `train` (without the placement's
     keys: device, num_threads, deterministic); variant {pos_encoding, embedding_trainable}; epochs; batch_size;
     lr; seed; valid_bleu (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always);
-    num_classes (classification); run {block, task, initializer, seed, variant}; optional log (default
+    num_classes (classification); run {block, task, initializer, seed, variant}; optional speed_options {compile:
+    true} (the training steps' loss compiled: embinit.training.epoch.compile_loss); optional log (default
     out_dir/train.log) and threads (the job's threads, used when placement.num_threads is 0). Every file of
     the spec is part of the run's identity (embinit.training.checkpoint.input_files); `placement` (device,
     threads, determinism) is not: the run holds its device (a GPU slot) while it trains
@@ -177,6 +182,7 @@ class Run:
     splits: dict[str, TranslationData | ClassificationData]
     embeddings: dict[str, np.ndarray]
     model: nn.Module
+    compiled_loss: Callable[..., torch.Tensor] | None  # the training steps' loss compiled (train.compile), or None
     optimizer: torch.optim.Optimizer
     generator: torch.Generator
     sampler: RandomBatchSampler | BucketBatchSampler
@@ -196,6 +202,7 @@ def prepare(spec: dict, device: torch.device) -> Run:
     splits = {split: load_dataset(kind, path, max_len) for split, path in spec["data"].items() if path}
     embeddings = {side: np.load(path) for side, path in spec["embeddings"].items() if path}
     model = build_model(spec, embeddings).to(device)
+    compiled = bool((spec.get("speed_options") or {}).get("compile", False))
     generator = torch.Generator().manual_seed(spec["seed"])
     run = Run(
         spec=spec,
@@ -205,6 +212,7 @@ def prepare(spec: dict, device: torch.device) -> Run:
         splits=splits,
         embeddings=embeddings,
         model=model,
+        compiled_loss=compile_loss(model) if compiled else None,
         optimizer=adam(model, spec["lr"], train_cfg),
         generator=generator,
         sampler=batch_sampler(
@@ -216,12 +224,13 @@ def prepare(spec: dict, device: torch.device) -> Run:
     if run.translation:
         run.detokenizer, run.references = scoring_inputs(spec, splits, name)
     log.info(
-        "run %s: %s, %d parameters, device %s, %d threads",
+        "run %s: %s, %d parameters, device %s, %d threads, %s steps",
         name,
         kind,
         model.num_parameters(),
         device,
         torch.get_num_threads(),
+        "compiled" if compiled else "eager",
     )
     return run
 
@@ -256,7 +265,15 @@ def epoch_row(run: Run, epoch: int) -> dict:
     """Train one epoch, then validate: the epoch's metrics row, timings included (also logged)."""
     began = time.perf_counter()
     train_loss, tokens = train_epoch(
-        run.model, run.optimizer, run.splits["train"], run.sampler, run.device, run.bf16, run.name, epoch
+        run.model,
+        run.optimizer,
+        run.splits["train"],
+        run.sampler,
+        run.device,
+        run.bf16,
+        run.name,
+        epoch,
+        run.compiled_loss,
     )
     if run.device.type == "cuda":
         torch.cuda.synchronize(run.device)
