@@ -14,7 +14,7 @@ from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
 from embinit.io import parquet_problem
 from embinit.layers.initializers import INITIALIZERS, layer_problem, reads_pretrained
-from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, variants_of
+from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, targeted_outputs, variants_of
 from embinit.records import ResultsLock, plan, plan_aggregate, plan_check, sidecar_of, stale_reason
 from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
 from embinit.specs import layer_spec, train_spec
@@ -208,15 +208,14 @@ _PACKS: dict = {}  # this invocation's packs: run -> index, written on the first
 
 
 def pack_of(wc):
-    """The index of the run's pack, in the main process of a cluster run with config cluster.pack > 1, when the run's
-    record is missing or stale; else None (the run is its own job, if Snakemake reruns it)."""
+    """The index of the run's pack, in the main process of a cluster run with config cluster.pack > 1, when the targets
+    name the run (an output that shows it, or one of its files) and its record is missing or stale; else None (the
+    run is its own job, if Snakemake reruns it)."""
     k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
     if not (workflow.non_local_exec and workflow.is_main_process and k > 1):
         return None
     if not _PACKS:
-        shown = RUNS[RUNS[EVERY_RUN_COLUMNS[0]].isna()]  # the runs of the outputs, not the run table's others
-        runs = dict.fromkeys(zip(shown.block, shown.initializer, shown.seed, shown.variant))
-        pending = [run for run in runs if needs_training(run)]
+        pending = [run for run in targeted_runs() if needs_training(run)]
         _PACKS["of"] = {}
         for index, members in enumerate(packs(pending, k)):
             listed = Path(fill(PACK_RUNS, stamp=PACK_STAMP, index=index))
@@ -224,6 +223,16 @@ def pack_of(wc):
             listed.write_text(json.dumps([list(run) for run in members]) + "\n", encoding="utf-8")
             _PACKS["of"].update(dict.fromkeys(members, index))
     return _PACKS["of"].get((wc.block, wc.init, int(wc.seed), wc.variant))
+
+
+def targeted_runs():
+    """The runs this invocation's targets need, in the run sheet's order: those of the outputs they build, and the
+    runs whose files they name."""
+    targets = {os.path.normpath(t) for t in workflow.dag_settings.targets or {"all"}}
+    outputs = targeted_outputs(config, targets, RES)
+    named = RUNS[[c for c in RUN_FILES if c != "run"]].map(os.path.normpath).isin(targets).any(axis=1)
+    rows = RUNS[RUNS.output.isin(outputs) | named]
+    return list(dict.fromkeys(zip(rows.block, rows.initializer, rows.seed, rows.variant)))
 
 
 def needs_training(run):

@@ -115,13 +115,16 @@ def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_par
     # each run its own Snakemake job inside the allocation, and the two trained at the same time
     log = next((tmp_path / "results/.packs").rglob("pack0.log")).read_text()
     assert len(set(re.findall(r"output: (\S+/final\.json)", log))) == 2, log
-    (a_start, a_end), (b_start, b_end) = map(training_interval, (tmp_path / "results/sst2_glove6b50d").glob("*/seed0/base"))
+    (a_start, a_end), (b_start, b_end) = map(
+        training_interval, (tmp_path / "results/sst2_glove6b50d").glob("*/seed0/base")
+    )
     assert max(a_start, b_start) < min(a_end, b_end), (a_start, a_end, b_start, b_end)
 
 
 def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout(tmp_path, tiny_mirror, slurm):
-    """A 1-epoch run packed with a long one under a 1-minute limit: SLURM ends the pack, the finished run stays."""
-    long = {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "epochs": 100000, "batch_size": 8, "seeds": 1}
+    """A 1-epoch run packed with a long one under a 2-minute limit: SLURM ends the pack, the finished run stays."""
+    long = {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe", "epochs": 100000, "seeds": 1}
+    long |= {"batch_size": 8}
     cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror, sst2_long=long | {"initializers": ["Xavier"]})
     done, cut = "results/sst2_glove6b50d/Xavier/seed0/base", "results/sst2_long/Xavier/seed0/base"
     proc = run_snakemake(
@@ -135,14 +138,14 @@ def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout
             "--config",
             "cluster={gpu_model: a100, pack: 2}",
             "--set-resources",
-            "train:runtime=1",
+            "train:runtime=2",
             "--retries",
             "0",
             *NO_ACCOUNTING,
         ],
         cwd=tmp_path,
         check=False,
-        timeout=400,
+        timeout=600,
     )
     main_log = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "SLURM status is: 'TIMEOUT'" in main_log, main_log[-3000:]
