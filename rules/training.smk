@@ -42,6 +42,8 @@ checkpoint pack:
     wildcard_constraints:
         stamp=r"[0-9T]+-[0-9]+",
         index=r"\d+",
+    conda:
+        PIPELINE_ENV  # it holds snakemake: the Snakemake inside the job runs from it
     threads: lambda wc: sum(train_resource("_cores")(wc))
     resources:
         **job_resources(config["cluster"], gpu=True),
