@@ -5,7 +5,7 @@ import os
 from snakemake.utils import min_version
 
 from embinit.checks import check
-from embinit.cluster import check_packed_training
+from embinit.cluster import check_requests, requests_of
 from embinit.config import add_hub_checkpoints, load, validate
 from embinit.outputs import targeted_outputs
 from embinit.trials import try_entries
@@ -55,9 +55,7 @@ rule vocabularies:
 
 onstart:
     if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
-        train = rules.train.rule.resources
-        k = workflow.group_settings.group_components.get("train", 1)
-        check_packed_training(config["cluster"], k, train["_cores"].value, train["mem_mb"].value)
+        check_requests(config["cluster"], requests_of(workflow.dag.needrun_jobs()))
     if workflow.is_main_process and workflow.execution_settings.lock:
         RESULTS_LOCK.acquire()
 

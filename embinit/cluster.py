@@ -1,9 +1,14 @@
-"""SLURM site settings (config `cluster`) as job resources, and a check of them against the cluster's partitions."""
+"""SLURM site settings (config `cluster`) as job resources, packs of runs, and a check of every job's request
+against the cluster's partitions."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+Item = TypeVar("Item")
 
 PLACEHOLDERS = {"your_account", "myproj", "changeme"}
 
@@ -20,20 +25,57 @@ def job_resources(cluster: dict, gpu: bool) -> dict:
     return {key: value for key, value in wanted.items() if value is not None}
 
 
+def packs(runs: list[Item], k: int) -> list[list[Item]]:
+    """`runs` in order, k to a pack (the last may hold fewer)."""
+    return [runs[i : i + k] for i in range(0, len(runs), k)]
+
+
 def partitions() -> dict[str, dict]:
-    """Each partition as sinfo reports its nodes: the largest node's CPUs and memory (MB), every gres, the default."""
+    """Each partition as sinfo reports its nodes: the largest node's CPUs and memory (MB), every gres, the default,
+    its time limit in minutes (None: none)."""
     out = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G"], capture_output=True, text=True, check=True, timeout=30
+        ["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G|%l"], capture_output=True, text=True, check=True, timeout=30
     ).stdout
     found: dict[str, dict] = {}
     for line in out.splitlines():
-        name, cpus, mem, gres = line.strip().split("|")
+        name, cpus, mem, gres, limit = line.strip().split("|")
         best = found.setdefault(
-            name.rstrip("*"), {"cpus": 0, "mem_mb": 0, "gres": set(), "default": name.endswith("*")}
+            name.rstrip("*"),
+            {"cpus": 0, "mem_mb": 0, "gres": set(), "default": name.endswith("*"), "minutes": minutes(limit)},
         )
         best["cpus"] = max(best["cpus"], int(cpus.rstrip("+")))
         best["mem_mb"] = max(best["mem_mb"], int(mem.rstrip("+")))
         best["gres"] |= {g.split("(")[0] for g in gres.split(",") if g != "(null)"}
+    return found
+
+
+def minutes(limit: str) -> int | None:
+    """A SLURM time limit ([days-]hours:minutes:seconds, minutes:seconds, or infinite) in whole minutes."""
+    if limit.lower() in ("infinite", "unlimited", "n/a"):
+        return None
+    days, _, clock = limit.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    hours, mins, secs = ([0] * (3 - len(parts)) + parts) if len(parts) > 1 else (0, parts[0], 0)
+    return int(days or 0) * 1440 + hours * 60 + mins + (secs > 0)
+
+
+def requests_of(jobs: Iterable[Any]) -> dict[str, dict]:
+    """Each rule's largest request among Snakemake `jobs` that a cluster executor submits (localrules run where
+    Snakemake does): CPUs, memory (MB), runtime (minutes), partition and gres."""
+    found: dict[str, dict] = {}
+    for job in jobs:
+        if job.is_local:
+            continue
+        resources = job.resources
+        request = found.setdefault(job.rule.name, {"cpus": 0, "mem_mb": 0, "runtime": 0})
+        request["cpus"] = max(request["cpus"], int(job.threads))
+        for name in ("mem_mb", "runtime"):
+            value = resources.get(name)
+            if isinstance(value, int):
+                request[name] = max(request[name], value)
+        for name in ("slurm_partition", "gres"):
+            if resources.get(name) is not None:
+                request[name] = resources.get(name)
     return found
 
 
@@ -53,12 +95,17 @@ def problems(cluster: dict, requests: dict[str, dict], available: dict[str, dict
         if part is None:
             found.append(f"config {key} = {name!r}: no such partition (sinfo lists {', '.join(sorted(available))})")
             continue
-        for resource, limit in (("cpus", "cpus"), ("mem_mb", "mem_mb")):
-            if request.get(resource, 0) > part[limit]:
+        for resource in ("cpus", "mem_mb"):
+            if request.get(resource, 0) > part[resource]:
                 found.append(
                     f"rule {rule} asks for {resource}={request[resource]} but partition {name!r}'s largest node "
-                    f"has {part[limit]}"
+                    f"has {part[resource]}"
                 )
+        if part.get("minutes") is not None and request.get("runtime", 0) > part["minutes"]:
+            found.append(
+                f"rule {rule} asks for runtime={request['runtime']} (minutes) but partition {name!r}'s time "
+                f"limit is {part['minutes']}"
+            )
         if "gres" in request and not _gres_fits(request["gres"], part["gres"]):
             found.append(
                 f"rule {rule} asks for --gres={request['gres']} (config cluster.gpu_model = {cluster['gpu_model']!r}) "
@@ -78,17 +125,7 @@ def _gres_fits(request: str, offered: set[str]) -> bool:
     return False
 
 
-def check_packed_training(cluster: dict, k: int, cores: int, mem_mb: int) -> None:
-    """profiles/slurm: k training runs packed in one job (--group-components train=k) and every other job, checked
-    against the cluster before any submission."""
-    train = {"cpus": k * cores, "mem_mb": k * mem_mb, **job_resources(cluster, gpu=True)}
-    check(
-        cluster,
-        {f"train x{k} (group-components train={k})": train, "of every other job": job_resources(cluster, gpu=False)},
-    )
-
-
-def check(cluster: dict, requests: dict[str, dict]) -> None:
+def check_requests(cluster: dict, requests: dict[str, dict]) -> None:
     """Fail before any submission when the settings cannot be scheduled here (does nothing where sinfo is absent)."""
     if shutil.which("sinfo") is None:
         return

@@ -1,10 +1,13 @@
 # Shared names: every artifact's path template (once), the run and layer sheets over the config, and the input
 # functions the rule files call (Snakemake's lint keeps functions apart from rules). Names follow docs/design.md.
+import json
 import os
 import re
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
-from embinit.cluster import job_resources
+from embinit.cluster import job_resources, packs
 from embinit.config import evaluated_splits, missing_setting, sides_of, task_sides, tokenizer_of
 from embinit.data.hf_dataset import is_saved
 from embinit.data.prepare import splits_of
@@ -12,8 +15,8 @@ from embinit.extensions import ExtensionFiles
 from embinit.io import parquet_problem
 from embinit.layers.initializers import INITIALIZERS, layer_problem, reads_pretrained
 from embinit.layers.missing import source_names
-from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, variants_of
-from embinit.records import ResultsLock, plan, plan_aggregate, plan_check, sidecar_of
+from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, targeted_outputs, variants_of
+from embinit.records import ResultsLock, plan, plan_aggregate, plan_check, sidecar_of, stale_reason
 from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
 from embinit.specs import layer_spec, train_spec
 
@@ -46,6 +49,13 @@ FINAL = f"{RUN}/final.json"
 METRICS = f"{RUN}/metrics.parquet"
 TRAINED = f"{RUN}/embeddings.npz"  # the reported state's input embedding layers, by side
 TRAIN_LOG = f"{RUN}/train.log"
+# Under a cluster executor, a pack: runs trained at the same time in one job of one GPU (rule pack), this invocation's
+# alone (its stamp): the runs it holds (written while the DAG is built), its record (written when they all trained)
+# and its log (the Snakemake inside the job)
+PACK_STAMP = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+PACK_RUNS = f"{RES}/.packs/{{stamp}}/pack{{index}}.runs.json"
+PACK = f"{RES}/.packs/{{stamp}}/pack{{index}}.json"
+PACK_LOG = f"{RES}/.packs/{{stamp}}/pack{{index}}.log"
 # What the config plans for a layer or a run (embinit.records.plan: a stale output reruns its job), each file alone
 # in its own directory, made when the file is: Snakemake takes a file missing that appears in a directory it has
 # already listed while building the DAG
@@ -187,6 +197,16 @@ def train_params(wc):
 
 
 def train_inputs(wc):
+    """A run's inputs; under a cluster executor, none until its pack ran in this invocation (its job trains the run,
+    then Snakemake finds the run up to date)."""
+    inputs = run_inputs(wc)
+    index = pack_of(wc)
+    if index is not None:
+        checkpoints.pack.get(stamp=PACK_STAMP, index=index)
+    return inputs
+
+
+def run_inputs(wc):
     task = task_of(wc.block)
     inputs = {split: block_path(TOKENIZED, wc.block, split=split) for split in task_splits(task)}
     record = fill(FINAL, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
@@ -198,6 +218,75 @@ def train_inputs(wc):
     for split in evaluated_splits(config, task):
         inputs[f"references_{split}"] = block_path(REFERENCES, wc.block, split=split)
     return inputs
+
+
+_PACKS: dict = {}  # this invocation's packs: run -> index, written on the first call
+
+
+def pack_of(wc):
+    """The index of the run's pack, in the main process of a cluster run with config cluster.pack > 1, when the targets
+    name the run (an output that shows it, or one of its files) and its record is missing or stale; else None (the
+    run is its own job, if Snakemake reruns it)."""
+    k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
+    if not (workflow.non_local_exec and workflow.is_main_process and k > 1):
+        return None
+    if not _PACKS:
+        pending = [run for run in targeted_runs() if needs_training(run)]
+        _PACKS["of"] = {}
+        for index, members in enumerate(packs(pending, k)):
+            listed = Path(fill(PACK_RUNS, stamp=PACK_STAMP, index=index))
+            listed.parent.mkdir(parents=True, exist_ok=True)
+            listed.write_text(json.dumps([list(run) for run in members]) + "\n", encoding="utf-8")
+            _PACKS["of"].update(dict.fromkeys(members, index))
+    return _PACKS["of"].get((wc.block, wc.init, int(wc.seed), wc.variant))
+
+
+def targeted_runs():
+    """The runs this invocation's targets need, in the run sheet's order: those of the outputs they build, and the
+    runs whose files they name."""
+    targets = {os.path.normpath(t) for t in workflow.dag_settings.targets or {"all"}}
+    outputs = targeted_outputs(config, targets, RES)
+    named = RUNS[[c for c in RUN_FILES if c != "run"]].map(os.path.normpath).isin(targets).any(axis=1)
+    rows = RUNS[RUNS.output.isin(outputs) | named]
+    return list(dict.fromkeys(zip(rows.block, rows.initializer, rows.seed, rows.variant)))
+
+
+def needs_training(run):
+    """Whether a run's record is missing or stale (what its plan says; Snakemake may rerun a run for more)."""
+    record = run_file(FINAL, run)
+    return not Path(record).is_file() or stale_reason(record, train_params(run_wildcards(run))) is not None
+
+
+def run_wildcards(run):
+    block, init, seed, variant = run
+    return SimpleNamespace(block=block, init=init, seed=str(seed), variant=variant)
+
+
+def run_file(template, run):
+    return fill(template, **vars(run_wildcards(run)))
+
+
+def pack_runs(wc):
+    """The runs of a pack, as the main process listed them."""
+    listed = fill(PACK_RUNS, stamp=wc.stamp, index=wc.index)
+    return [tuple(run) for run in json.loads(Path(listed).read_text(encoding="utf-8"))]
+
+
+def pack_inputs(wc):
+    """Every input of the pack's runs."""
+    inputs = [run_inputs(run_wildcards(run)) for run in pack_runs(wc)]
+    return sorted({path for files in inputs for path in files.values()})
+
+
+def train_resource(name):
+    """Rule train's resource `name` for each of a pack's runs (--set-resources train:... included)."""
+    resource = rules.train.rule.resources[name]
+
+    def values(wc):
+        runs = map(run_wildcards, pack_runs(wc))
+        return [resource.evaluate(run).value if resource.is_evaluable() else resource.value for run in runs]
+
+    return values
 
 
 def vocab_check(task):

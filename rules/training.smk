@@ -12,9 +12,6 @@ rule train:
         embeddings=TRAINED,
     log:
         TRAIN_LOG,
-    # profiles/slurm: k runs (--group-components train=k) in one allocation of one GPU (docs/performance.md)
-    group:
-        "train"
     conda:
         PIPELINE_ENV
     threads: 2
@@ -30,3 +27,35 @@ rule train:
         placement=Placement.from_config(config),
     script:
         "../workflow_scripts/train.py"
+
+
+checkpoint pack:
+    """Under a cluster executor: the runs of one pack (config cluster.pack) trained at the same time in one job of
+    one GPU, each its own Snakemake job, so a pack cut short keeps the runs it finished. (A Snakemake group would run
+    its jobs one after another: snakemake-executor-plugin-slurm issue #469.)"""
+    input:
+        pack_inputs,
+    output:
+        PACK,
+    log:
+        PACK_LOG,
+    wildcard_constraints:
+        stamp=r"[0-9T]+-[0-9]+",
+        index=r"\d+",
+    conda:
+        PIPELINE_ENV  # it holds snakemake: the Snakemake inside the job runs from it
+    threads: lambda wc: sum(train_resource("_cores")(wc))
+    resources:
+        **job_resources(config["cluster"], gpu=True),
+        mem_mb=lambda wc: sum(train_resource("mem_mb")(wc)),
+        # the runs share the GPU and train side by side: the longest run's time (docs/performance.md)
+        runtime=lambda wc: max(train_resource("runtime")(wc)),
+    params:
+        runs=lambda wc: [run_file(FINAL, run) for run in pack_runs(wc)],
+        train_threads=lambda wc: max(train_resource("_cores")(wc)),
+        # what the config is made of (config files and --config), for the Snakemake inside the job
+        config=workflow.config_settings.overwrite_config,
+        snakefile=workflow.main_snakefile,
+        deployment=sorted(m.item_to_choice() for m in workflow.deployment_settings.deployment_method),
+    script:
+        "../workflow_scripts/pack.py"

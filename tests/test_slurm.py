@@ -1,9 +1,12 @@
-"""A real one-node SLURM (.ci/slurm-local): the tiny grid through profiles/slurm, training on the GPU partition."""
+"""A real one-node SLURM (.ci/slurm-local): the tiny grid through profiles/slurm, training packed on the GPU
+partition (rule pack), a pack cut by its time limit, and requests the cluster cannot run."""
 
 import os
 import re
 import shutil
 import subprocess
+from datetime import datetime
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -48,26 +51,33 @@ def slurm_jobs() -> pd.DataFrame:
     return pd.DataFrame([line.split("|") for line in out.splitlines()], columns=FIELDS)
 
 
-def tiny_grid(path, mirror):
+def tiny_grid(path, mirror, **blocks):
+    """The tiny SST-2 grid (Xavier and Pretrained, one seed, one epoch), `blocks` added to it."""
+    sst2 = {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Xavier", "Pretrained"]}
     return write_config(
         path,
         {
             "mirror": str(mirror),
-            "run_blocks": ["sst2_glove6b50d"],
+            "run_blocks": ["sst2_glove6b50d", *blocks],
             "remotes": TINY_REMOTES,
             "model": {"max_len": 64},
             # the GPUs are stand-in files: SLURM still sets CUDA_VISIBLE_DEVICES, and `auto` would refuse a GPU torch
             # cannot use (train.device, docs/reliability.md)
             "train": {"device": "cpu"},
             "outputs": ["table1"],
-            "blocks": {
-                "sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Xavier", "Pretrained"]}
-            },
+            "blocks": {"sst2_glove6b50d": sst2, **blocks},
         },
     )
 
 
-def test_slurm_runs_the_tiny_grid_with_train_packed_on_one_gpu_of_the_gpu_partition(tmp_path, tiny_mirror, slurm):
+def training_interval(run: Path) -> tuple[datetime, datetime]:
+    """When a run trained: its train.log's first and last lines' times."""
+    stamps = re.findall(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ", (run / "train.log").read_text(), flags=re.M)
+    first, last = (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f") for stamp in (stamps[0], stamps[-1]))
+    return first, last
+
+
+def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_partition(tmp_path, tiny_mirror, slurm):
     before = set(slurm_jobs()["id"])
     cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror)
     run_snakemake(
@@ -79,9 +89,7 @@ def test_slurm_runs_the_tiny_grid_with_train_packed_on_one_gpu_of_the_gpu_partit
             str(cfg),
             # the README's per-call site settings: they add to the profile and the rules' own resources
             "--config",
-            "cluster={gpu_model: a100}",
-            "--group-components",
-            "train=2",
+            "cluster={gpu_model: a100, pack: 2}",
             # the CPU stages in one allocation: the executor's status polling (+10 s a round) is paid once
             "--groups",
             *[f"{rule}=cpu" for rule in ("prepare_sst2", "vocab_sst2", "extract_embeddings", "initialize_embedding")],
@@ -96,16 +104,56 @@ def test_slurm_runs_the_tiny_grid_with_train_packed_on_one_gpu_of_the_gpu_partit
 
     jobs = slurm_jobs()
     jobs = jobs[~jobs["id"].isin(before)]
-    train = jobs[jobs["comment"].str.startswith("rule_train_")]
-    other = jobs[~jobs["comment"].str.startswith("rule_train_")]
-    # both runs in one allocation holding one a100 of the gpu partition, with train's own memory and runtime
-    assert len(train) == 1, jobs.to_string()
-    job = train.iloc[0]
+    packed = jobs[jobs["comment"].str.startswith("rule_pack_")]
+    other = jobs[~jobs["comment"].str.startswith("rule_pack_")]
+    # both runs in one allocation holding one a100 of the gpu partition: twice train's memory, one run's runtime
+    assert len(packed) == 1 and not other["comment"].str.startswith("rule_train_").any(), jobs.to_string()
+    job = packed.iloc[0]
     assert (job["partition"], job["gres"], job["state"]) == ("gpu", "gres:gpu:a100:1", "COMPLETED"), jobs.to_string()
-    assert job["memory"] == "32000M" and job["time_limit"] == "30:00", jobs.to_string()
-    log = next((tmp_path / ".snakemake" / "slurm_logs").rglob(f"{job['id']}.log")).read_text()
-    assert len(set(re.findall(r"output: (\S+/final\.json)", log))) == 2, log
+    assert (job["cpus"], job["memory"], job["time_limit"]) == ("4", "32000M", "30:00"), jobs.to_string()
     assert len(other) and set(other["partition"]) == {"cpu"} and set(other["gres"]) == {"N/A"}, jobs.to_string()
+    # each run its own Snakemake job inside the allocation, and the two trained at the same time
+    log = next((tmp_path / "results/.packs").rglob("pack0.log")).read_text()
+    assert len(set(re.findall(r"output: (\S+/final\.json)", log))) == 2, log
+    (a_start, a_end), (b_start, b_end) = map(
+        training_interval, (tmp_path / "results/sst2_glove6b50d").glob("*/seed0/base")
+    )
+    assert max(a_start, b_start) < min(a_end, b_end), (a_start, a_end, b_start, b_end)
+
+
+def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout(tmp_path, tiny_mirror, slurm):
+    """A 1-epoch run packed with a long one under a 2-minute limit: SLURM ends the pack, the finished run stays."""
+    long = {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe", "epochs": 100000, "seeds": 1}
+    long |= {"batch_size": 8}
+    cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror, sst2_long=long | {"initializers": ["Xavier"]})
+    done, cut = "results/sst2_glove6b50d/Xavier/seed0/base", "results/sst2_long/Xavier/seed0/base"
+    proc = run_snakemake(
+        [
+            f"{done}/final.json",
+            f"{cut}/final.json",
+            "--profile",
+            str(REPO / "profiles/slurm"),
+            "--configfile",
+            str(cfg),
+            "--config",
+            "cluster={gpu_model: a100, pack: 2}",
+            "--set-resources",
+            "train:runtime=2",
+            "--retries",
+            "0",
+            *NO_ACCOUNTING,
+        ],
+        cwd=tmp_path,
+        check=False,
+        timeout=600,
+    )
+    main_log = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "SLURM status is: 'TIMEOUT'" in main_log, main_log[-3000:]
+    assert (tmp_path / done / "final.json").is_file(), main_log[-3000:]
+    assert not (tmp_path / cut / "final.json").exists() and (tmp_path / cut / "checkpoint.pt").is_file()
+    # Snakemake's own records have the finished run complete: nothing of it reruns
+    again = run_snakemake([f"{done}/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]
 
 
 @pytest.mark.parametrize(
@@ -116,26 +164,32 @@ def test_slurm_runs_the_tiny_grid_with_train_packed_on_one_gpu_of_the_gpu_partit
             [
                 "cluster.account is the placeholder 'your_account'",
                 "--gres=gpu:h100:1",
-                "train x4 (group-components train=4) asks for mem_mb=3600000",
+                "rule pack asks for mem_mb=1800000 but partition 'gpu''s largest node has 65536",
             ],
         ),
         (
             ["--config", "cluster={gpu_partition: gpus}", "--set-threads", "train=64"],
             ["cluster.gpu_partition = 'gpus'"],
         ),
-        (["--set-threads", "train=32"], ["cpus=128 but partition 'gpu''s largest node has 16"]),
+        (["--set-threads", "train=32"], ["rule pack asks for cpus=64 but partition 'gpu''s largest node has 16"]),
+        # any rule's request, not only training's
+        (
+            ["--set-resources", "prepare_sst2:mem_mb=100000"],
+            ["rule prepare_sst2 asks for mem_mb=100000 but partition 'cpu''s largest node has 65536"],
+        ),
     ],
 )
 def test_slurm_settings_the_cluster_cannot_run_fail_before_any_submission_naming_them(
     tmp_path, tiny_mirror, slurm, overrides, named
 ):
-    before = len(slurm_jobs())
+    before = set(slurm_jobs()["id"])
     cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror)
     args = ["results/table1.csv", "--profile", str(REPO / "profiles/slurm"), "--configfile", str(cfg), *overrides]
     proc = run_snakemake([*args, *NO_ACCOUNTING], cwd=tmp_path, check=False, timeout=120)
     assert proc.returncode != 0
     assert all(part in proc.stderr + proc.stdout for part in named), proc.stderr[-3000:]
-    assert len(slurm_jobs()) == before  # nothing submitted, nothing left PENDING
+    # nothing submitted, nothing left PENDING (finished jobs leave squeue MinJobAge = 300 s after they end)
+    assert set(slurm_jobs()["id"]) <= before
 
 
 def test_slurm_local_up_again_starts_nothing_and_reuses_the_running_daemons(slurm):
