@@ -51,9 +51,22 @@ def slurm_jobs() -> pd.DataFrame:
     return pd.DataFrame([line.split("|") for line in out.splitlines()], columns=FIELDS)
 
 
-def tiny_grid(path, mirror, **blocks):
-    """The tiny SST-2 grid (Xavier and Pretrained, one seed, one epoch), `blocks` added to it."""
-    sst2 = {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Xavier", "Pretrained"]}
+# the CPU stages in one allocation: the executor's status polling (+10 s a round) is paid once, not per stage
+CPU_GROUP = [
+    "--groups",
+    *[f"{rule}=cpu" for rule in ("prepare_sst2", "vocab_sst2", "extract_embeddings", "initialize_embedding")],
+]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """One working directory for the packing tests: the cut pack reuses the data the first pack's grid prepared."""
+    return tmp_path_factory.mktemp("slurm_runs")
+
+
+def tiny_grid(path, mirror, seeds=1, **blocks):
+    """The tiny SST-2 grid (Xavier and Pretrained, `seeds` seeds, one epoch), `blocks` added to it."""
+    sst2 = {"seeds": seeds, "epochs": 1, "batch_size": 8, "initializers": ["Xavier", "Pretrained"]}
     return write_config(
         path,
         {
@@ -77,7 +90,8 @@ def training_interval(run: Path) -> tuple[datetime, datetime]:
     return first, last
 
 
-def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_partition(tmp_path, tiny_mirror, slurm):
+def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_partition(workdir, tiny_mirror, slurm):
+    tmp_path = workdir
     before = set(slurm_jobs()["id"])
     cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror)
     run_snakemake(
@@ -90,9 +104,7 @@ def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_par
             # the README's per-call site settings: they add to the profile and the rules' own resources
             "--config",
             "cluster={gpu_model: a100, pack: 2}",
-            # the CPU stages in one allocation: the executor's status polling (+10 s a round) is paid once
-            "--groups",
-            *[f"{rule}=cpu" for rule in ("prepare_sst2", "vocab_sst2", "extract_embeddings", "initialize_embedding")],
+            *CPU_GROUP,
             "--slurm-keep-successful-logs",
             *NO_ACCOUNTING,
         ],
@@ -121,12 +133,16 @@ def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_par
     assert max(a_start, b_start) < min(a_end, b_end), (a_start, a_end, b_start, b_end)
 
 
-def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout(tmp_path, tiny_mirror, slurm):
-    """A 1-epoch run packed with a long one under a 2-minute limit: SLURM ends the pack, the finished run stays."""
+def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout(workdir, tiny_mirror, slurm):
+    """A 1-epoch run (about 20 s) packed with a long one under a 1-minute limit: SLURM ends the pack, the finished
+    run stays.
+    (In the packing test's directory: its prepared data serve, or this run's CPU job prepares them.)"""
+    tmp_path = workdir
     long = {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe", "epochs": 100000, "seeds": 1}
     long |= {"batch_size": 8}
-    cfg = tiny_grid(tmp_path / "c.yaml", tiny_mirror, sst2_long=long | {"initializers": ["Xavier"]})
-    done, cut = "results/sst2_glove6b50d/Xavier/seed0/base", "results/sst2_long/Xavier/seed0/base"
+    # seed 1: a run the packing test did not train
+    cfg = tiny_grid(tmp_path / "cut.yaml", tiny_mirror, seeds=2, sst2_long=long | {"initializers": ["Xavier"]})
+    done, cut = "results/sst2_glove6b50d/Xavier/seed1/base", "results/sst2_long/Xavier/seed0/base"
     proc = run_snakemake(
         [
             f"{done}/final.json",
@@ -138,9 +154,10 @@ def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout
             "--config",
             "cluster={gpu_model: a100, pack: 2}",
             "--set-resources",
-            "train:runtime=2",
+            "train:runtime=1",
             "--retries",
             "0",
+            *CPU_GROUP,
             *NO_ACCOUNTING,
         ],
         cwd=tmp_path,
