@@ -58,6 +58,19 @@ CPU_GROUP = [
 ]
 
 
+def packed_on_slurm(cfg: Path) -> list[str]:
+    """The profile with the README's per-call site settings (they add to the profile and the rules' own resources):
+    an a100 and packs of two runs."""
+    return [
+        "--profile",
+        str(REPO / "profiles/slurm"),
+        "--configfile",
+        str(cfg),
+        "--config",
+        "cluster={gpu_model: a100, pack: 2}",
+    ]
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """One working directory for the packing tests: the cut pack reuses the data the first pack's grid prepared."""
@@ -97,13 +110,7 @@ def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_par
     run_snakemake(
         [
             "results/table1.csv",
-            "--profile",
-            str(REPO / "profiles/slurm"),
-            "--configfile",
-            str(cfg),
-            # the README's per-call site settings: they add to the profile and the rules' own resources
-            "--config",
-            "cluster={gpu_model: a100, pack: 2}",
+            *packed_on_slurm(cfg),
             *CPU_GROUP,
             "--slurm-keep-successful-logs",
             *NO_ACCOUNTING,
@@ -135,8 +142,7 @@ def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_par
 
 def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout(workdir, tiny_mirror, slurm):
     """A 1-epoch run (about 20 s) packed with a long one under a 1-minute limit: SLURM ends the pack, the finished
-    run stays.
-    (In the packing test's directory: its prepared data serve, or this run's CPU job prepares them.)"""
+    run stays. (In the packing test's directory: its prepared data serve, or this run's CPU job prepares them.)"""
     tmp_path = workdir
     long = {"task": "sst2", "sources": {"encoder": "glove6b50d"}, "family": "GloVe", "epochs": 100000, "seeds": 1}
     long |= {"batch_size": 8}
@@ -147,12 +153,7 @@ def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout
         [
             f"{done}/final.json",
             f"{cut}/final.json",
-            "--profile",
-            str(REPO / "profiles/slurm"),
-            "--configfile",
-            str(cfg),
-            "--config",
-            "cluster={gpu_model: a100, pack: 2}",
+            *packed_on_slurm(cfg),
             "--set-resources",
             "train:runtime=1",
             "--retries",
