@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from snakemake.utils import update_config
 
 # torch's OpenMP threads sleep rather than spin while they wait (set before torch loads): on 2 cores shared with
 # other work, spinning made the toy training runs up to 5x slower (docs/performance.md, "Test tiers"); no result
@@ -108,6 +107,8 @@ def load_default_config() -> dict:
 
 def result_set_config(result_set: str, overrides: dict | None = None) -> dict:
     """config.yaml with config/<result_set>.yaml (and `overrides`) merged in, as snakemake merges --configfile."""
+    from snakemake.utils import update_config  # here, so the cuda tier runs where only torch is (a GPU's image)
+
     config = load_default_config()
     update_config(config, yaml.safe_load((REPO / "config" / f"{result_set}.yaml").read_text()))
     update_config(config, overrides or {})
