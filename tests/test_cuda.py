@@ -32,7 +32,9 @@ def test_a_cuda_step_gives_the_cpu_steps_loss_and_gradients(kind):
         model.to(device).zero_grad(set_to_none=True)
         loss, n = batch_loss(model, batch, device, policy)
         (loss / n).backward()
-        results[device.type] = loss.item(), {k: p.grad.cpu() for k, p in model.named_parameters() if p.grad is not None}
+        # copies: the CPU pass's grads are the tensors that model.to(CUDA) then moves in place
+        grads = {k: p.grad.detach().to(CPU, copy=True) for k, p in model.named_parameters() if p.grad is not None}
+        results[device.type] = loss.item(), grads
     (cpu_loss, cpu_grads), (cuda_loss, cuda_grads) = results["cpu"], results["cuda"]
     assert cuda_loss == pytest.approx(cpu_loss, rel=1e-5)
     assert cuda_grads.keys() == cpu_grads.keys()
