@@ -56,6 +56,7 @@ rule vocabularies:
 onstart:
     if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
         check_requests(config["cluster"], requests_of(workflow.dag.needrun_jobs()))
+        write_pack_lists()
     if workflow.is_main_process and workflow.execution_settings.lock:
         RESULTS_LOCK.acquire()
 

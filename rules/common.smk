@@ -1,11 +1,14 @@
 # Shared names: every artifact's path template (once), the run and layer sheets over the config, and the input
 # functions the rule files call (Snakemake's lint keeps functions apart from rules). Names follow docs/design.md.
+import functools
 import json
 import os
 import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
+
+from snakemake.exceptions import WorkflowError
 
 from embinit.cluster import job_resources, packs
 from embinit.config import evaluated_splits, missing_setting, sides_of, task_sides, tokenizer_of
@@ -220,25 +223,30 @@ def run_inputs(wc):
     return inputs
 
 
-_PACKS: dict = {}  # this invocation's packs: run -> index, written on the first call
+@functools.cache
+def planned_packs():
+    """This invocation's packs, in the main process of a cluster run with config cluster.pack > 1: the runs its targets
+    need (an output that shows them, or one of their files) whose records are missing or stale, k to a pack; else
+    none. Planned once, while the DAG is built (the executor is known only then); onstart writes them down."""
+    k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
+    if not (workflow.non_local_exec and workflow.is_main_process and k > 1):
+        return ()
+    return tuple(map(tuple, packs([run for run in targeted_runs() if needs_training(run)], k)))
 
 
 def pack_of(wc):
-    """The index of the run's pack, in the main process of a cluster run with config cluster.pack > 1, when the targets
-    name the run (an output that shows it, or one of its files) and its record is missing or stale; else None (the
-    run is its own job, if Snakemake reruns it)."""
-    k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
-    if not (workflow.non_local_exec and workflow.is_main_process and k > 1):
-        return None
-    if not _PACKS:
-        pending = [run for run in targeted_runs() if needs_training(run)]
-        _PACKS["of"] = {}
-        for index, members in enumerate(packs(pending, k)):
-            listed = Path(fill(PACK_RUNS, stamp=PACK_STAMP, index=index))
-            listed.parent.mkdir(parents=True, exist_ok=True)
-            listed.write_text(json.dumps([list(run) for run in members]) + "\n", encoding="utf-8")
-            _PACKS["of"].update(dict.fromkeys(members, index))
-    return _PACKS["of"].get((wc.block, wc.init, int(wc.seed), wc.variant))
+    """The index of the run's pack, else None (the run is its own job, if Snakemake reruns it)."""
+    run = (wc.block, wc.init, int(wc.seed), wc.variant)
+    return next((index for index, members in enumerate(planned_packs()) if run in members), None)
+
+
+def write_pack_lists():
+    """Each planned pack's runs, for its job: another process, which cannot plan them again (records change as runs
+    finish). Called from onstart, so a dry run writes nothing."""
+    for index, members in enumerate(planned_packs()):
+        listed = Path(fill(PACK_RUNS, stamp=PACK_STAMP, index=index))
+        listed.parent.mkdir(parents=True, exist_ok=True)
+        listed.write_text(json.dumps([list(run) for run in members]) + "\n", encoding="utf-8")
 
 
 def targeted_runs():
@@ -267,9 +275,15 @@ def run_file(template, run):
 
 
 def pack_runs(wc):
-    """The runs of a pack, as the main process listed them."""
-    listed = fill(PACK_RUNS, stamp=wc.stamp, index=wc.index)
-    return [tuple(run) for run in json.loads(Path(listed).read_text(encoding="utf-8"))]
+    """The runs of a pack: as planned, in the main process that planned it; else as its onstart wrote them down."""
+    if wc.stamp == PACK_STAMP and planned_packs():
+        return list(planned_packs()[int(wc.index)])
+    listed = Path(fill(PACK_RUNS, stamp=wc.stamp, index=wc.index))
+    if not listed.is_file():
+        raise WorkflowError(
+            f"{listed}: the pack's run list is missing (the main process writes it at start; --no-hooks skips that)"
+        )
+    return [tuple(run) for run in json.loads(listed.read_text(encoding="utf-8"))]
 
 
 def pack_inputs(wc):
