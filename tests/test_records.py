@@ -15,7 +15,9 @@ import pytest
 from conftest import REPO, result_set_config
 from embinit.config import initializers_of, lr_variants, scaled_initializers, seeds_of
 from embinit.reports.runs import run_table
-from embinit.runsheet import recorded_runs, run_sheet
+from embinit.records import stale_reason
+from embinit.runsheet import plotted, recorded_runs, run_sheet
+from embinit.specs import train_spec
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
@@ -159,6 +161,29 @@ def test_every_record_is_of_the_current_training_code_or_its_readme_says_from_wh
         f"{readme}: training_code {digest} ({len(finals)} records, e.g. {finals[0]})"
         for (readme, digest), finals in stale.items()
     )
+
+
+@pytest.mark.parametrize("result_set", sorted({p.relative_to(RESULTS).parts[0] for p in RECORDS}))
+def test_every_committed_record_is_current_for_its_result_sets_config(result_set):
+    """A committed final.json that holds a spec digest holds the one its result set's config plans today, so a user's
+    run takes it as it is instead of retraining it (a config or spec change that keeps what a run does migrates
+    the digests it changed: results READMEs say which)."""
+    config = result_set_config(result_set)
+    runs = run_sheet(
+        config,
+        {"final": "{block}/{init}/seed{seed}/{variant}/final.json"},
+        recorded_runs(config, REPO / config["results_dir"]),
+    )
+    drawn = plotted(runs)
+    checked, stale = 0, []
+    for block, init, seed, variant in sorted(set(zip(runs.block, runs.initializer, runs.seed, runs.variant))):
+        final = REPO / config["results_dir"] / block / init / f"seed{seed}" / variant / "final.json"
+        if final.is_file() and json.loads(final.read_text()).get("spec_digest"):
+            checked += 1
+            spec = train_spec(config, block, init, int(seed), variant, (block, init, variant) in drawn)
+            stale += [why] if (why := stale_reason(final, spec)) else []
+    assert checked or result_set == "first-run", f"{result_set}: no record with a spec digest was checked"
+    assert not stale, f"{len(stale)} stale records, e.g.:\n" + "\n".join(stale[:5])
 
 
 def test_committed_translation_runs_exist():
