@@ -5,7 +5,6 @@ import os
 import re
 import shutil
 import subprocess
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -96,13 +95,6 @@ def tiny_grid(path, mirror, seeds=1, **blocks):
     )
 
 
-def training_interval(run: Path) -> tuple[datetime, datetime]:
-    """When a run trained: its train.log's first and last lines' times."""
-    stamps = re.findall(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ", (run / "train.log").read_text(), flags=re.M)
-    first, last = (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f") for stamp in (stamps[0], stamps[-1]))
-    return first, last
-
-
 def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_partition(workdir, tiny_mirror, slurm):
     tmp_path = workdir
     before = set(slurm_jobs()["id"])
@@ -134,10 +126,9 @@ def test_slurm_trains_the_packed_runs_at_the_same_time_on_one_gpu_of_the_gpu_par
     # each run its own Snakemake job inside the allocation, and the two trained at the same time
     log = next((tmp_path / "results/.packs").rglob("pack0.log")).read_text()
     assert len(set(re.findall(r"output: (\S+/final\.json)", log))) == 2, log
-    (a_start, a_end), (b_start, b_end) = map(
-        training_interval, (tmp_path / "results/sst2_glove6b50d").glob("*/seed0/base")
-    )
-    assert max(a_start, b_start) < min(a_end, b_end), (a_start, a_end, b_start, b_end)
+    # both started before either finished (the toy runs train for under a second, so their log times can miss)
+    started = [m.start() for m in re.finditer(r"rule train:", log)]
+    assert len(started) == 2 and max(started) < log.index("Finished jobid"), log
 
 
 def test_a_pack_cut_by_its_time_limit_keeps_the_run_it_finished_and_says_timeout(workdir, tiny_mirror, slurm):
