@@ -8,6 +8,7 @@ import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -169,19 +170,23 @@ def test_every_committed_record_is_current_for_its_result_sets_config(result_set
     run takes it as it is instead of retraining it (a config or spec change that keeps what a run does migrates
     the digests it changed: results READMEs say which)."""
     config = result_set_config(result_set)
-    runs = run_sheet(
-        config,
-        {"final": "{block}/{init}/seed{seed}/{variant}/final.json"},
-        recorded_runs(config, REPO / config["results_dir"]),
-    )
+    final = f"{REPO / config['results_dir']}/{{block}}/{{init}}/seed{{seed}}/{{variant}}/final.json"
+    runs = run_sheet(config, {"final": final}, recorded_runs(config, REPO / config["results_dir"]))
     drawn = plotted(runs)
     checked, stale = 0, []
-    for block, init, seed, variant in sorted(set(zip(runs.block, runs.initializer, runs.seed, runs.variant))):
-        final = REPO / config["results_dir"] / block / init / f"seed{seed}" / variant / "final.json"
-        if final.is_file() and json.loads(final.read_text()).get("spec_digest"):
+    for run in runs.drop_duplicates("final").itertuples():
+        if Path(run.final).is_file() and json.loads(Path(run.final).read_text()).get("spec_digest"):
             checked += 1
-            spec = train_spec(config, block, init, int(seed), variant, (block, init, variant) in drawn)
-            stale += [why] if (why := stale_reason(final, spec)) else []
+            spec = train_spec(
+                config,
+                run.block,
+                run.initializer,
+                int(run.seed),
+                run.variant,
+                (run.block, run.initializer, run.variant) in drawn,
+            )
+            if why := stale_reason(run.final, spec):
+                stale.append(why)
     assert checked or result_set == "first-run", f"{result_set}: no record with a spec digest was checked"
     assert not stale, f"{len(stale)} stale records, e.g.:\n" + "\n".join(stale[:5])
 
