@@ -1,6 +1,8 @@
 """embinit's imports flow one way: each module imports only its own stage or a lower one, with no circle."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,11 @@ def test_no_import_circle():
     for module in GRAPH:
         visit(module, [])
     assert circles == []
+
+
+def test_report_and_extraction_jobs_start_without_torch():
+    """The modules of the report and embedding-extraction jobs import no torch (about 3 s of each job's start): only
+    reading a `pytorch_model.bin` does, when it happens."""
+    code = "import sys, embinit.reports.builders, embinit.layers.pretrained; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

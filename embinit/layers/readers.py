@@ -13,15 +13,17 @@ import functools
 import json
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
-import torch
 from safetensors import safe_open
 
 from embinit.data.vocab import load_tokenizer
 from embinit.io import damaged, reading
+
+if TYPE_CHECKING:
+    import torch
 
 
 class _WordLookup:
@@ -156,6 +158,8 @@ def _safetensor(path: str, name: str) -> np.ndarray:
 
 def _torch_bin_tensors(path: str) -> Tensors:
     """A `pytorch_model.bin` state dict, loaded as plain tensors (weights_only: no code runs from the file)."""
+    import torch  # here, not at the top: report and extraction jobs that read no .bin start without it
+
     # mmap: the zip format's tensors stay on disk until touched, so only the embedding is read
     with reading(path, "PyTorch state dict"):
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
