@@ -85,7 +85,10 @@ def test_table3_seeds_by_variant_give_one_cell_more_seeds():
     config = load(REPO / "config.yaml")
     update_config(config, load(REPO / "config" / "paper-scale-cpu.yaml"))
     sheet = run_sheet(config, {"final": "{block}/{init}/seed{seed}/{variant}/final.json"})
-    seeds = lambda output: sheet[sheet.output == output].groupby("variant").seed.apply(list).to_dict()  # noqa: E731
+
+    def seeds(output: str) -> dict:
+        return sheet[sheet.output == output].groupby("variant").seed.apply(list).to_dict()
+
     assert seeds("table3") == {"base": [0, 1, 2], "frozen": [0, 1, 2], "nopos": [0], "nopos_frozen": [0]}
     three = {v: [0, 1, 2] for v in ("frozen_legacy", "frozen", "base_legacy", "base")}
     assert seeds("recipe_ablation") == three | {"frozen_legacy_model": [0], "frozen_bucketed": [0]}
