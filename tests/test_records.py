@@ -68,6 +68,12 @@ def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
         assert_row_recomputes(table, row, runs)
 
 
+def seeds_in(section: dict, variant: str) -> int | None:
+    """How many seeds an output's `section` takes of `variant`'s runs, as the run sheet selects them:
+    `seeds_by_variant`, else `seeds`, else (None) the block's."""
+    return section.get("seeds_by_variant", {}).get(variant, section.get("seeds"))
+
+
 @pytest.mark.parametrize("result_set", ["offline-cpu", "paper-scale-cpu"])
 def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(result_set):
     """Table 3 takes the first `table3.seeds` seeds of each cell (config/<result_set>.yaml), or of a variant's
@@ -75,7 +81,6 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
     for the block's full epochs."""
     config = result_set_config(result_set)
     block = config["table3"]["block"]
-    by_variant = config["table3"].get("seeds_by_variant", {})
     table_path = RESULTS / result_set / "table3.csv"
     table = pd.read_csv(table_path)
     assert list(table.variant.unique()) == config["table3"]["variants"]
@@ -83,7 +88,7 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
     assert set(map(tuple, cells.values)) == {("True", "True"), ("True", "False"), ("False", "True"), ("False", "False")}
     assert set(table.block) == {block}
     for row in table.itertuples():
-        seeds = seeds_of(config, block)[: by_variant.get(row.variant, config["table3"]["seeds"])]  # as the rule
+        seeds = seeds_of(config, block)[: seeds_in(config["table3"], row.variant)]
         assert row.n_seeds == len(seeds), (row.initializer, row.variant)
         runs = [RESULTS / result_set / block / row.initializer / f"seed{k}" / row.variant / "final.json" for k in seeds]
         records = assert_row_recomputes(table_path, row, runs)
@@ -225,8 +230,9 @@ def test_recipe_ablation_recomputes_from_its_runs_records(result_set):
     section, table = config["recipe_ablation"], pd.read_csv(RESULTS / result_set / "recipe_ablation.csv")
     assert list(table.variant) == section["variants"]
     for row in table.itertuples():
-        n_seeds = section.get("seeds_by_variant", {}).get(row.variant, section.get("seeds"))  # None: the block's
-        finals = run_finals(RESULTS / result_set, section["block"], "Xavier", row.variant)[:n_seeds]
+        finals = run_finals(RESULTS / result_set, section["block"], "Xavier", row.variant)[
+            : seeds_in(section, row.variant)
+        ]
         records = [json.loads(f.read_text()) for f in finals]
         assert len(records) == row.n_seeds, row.variant
         assert row.bleu == pytest.approx(statistics.fmean(r["test_paper_bleu"] for r in records)), row.variant
