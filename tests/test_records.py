@@ -143,6 +143,28 @@ def test_offline_table13_recomputes_from_its_runs_records():
             )
 
 
+def test_offline_table14_recomputes_from_its_runs_records():
+    """Each Table 14 row's score is the mean of its runs' records, and each difference to a control the mean of the
+    seed-paired differences of the two cells' records (the control's cell in the block its `controls` names)."""
+    table, variant = pd.read_csv(RESULTS / "offline-cpu/table14.csv"), result_set_config("offline-cpu")["table14"]
+    assert len(table), "table14.csv has no rows"
+
+    def scores(block: str, initializer: str, metric: str) -> dict[int, float]:
+        finals = run_finals(RESULTS / "offline-cpu", block, initializer, variant["variant"])
+        return {int(f.parts[-3].removeprefix("seed")): RECORD_VALUE[metric](json.loads(f.read_text())) for f in finals}
+
+    for row in table.itertuples():
+        own = scores(row.block, row.initializer, row.metric)
+        assert len(own) == row.score_n_seeds, (row.block, row.initializer)
+        assert row.score_mean == pytest.approx(statistics.fmean(own.values())), (row.block, row.initializer)
+        for prefix, control in (("vs_xavier", "Xavier"), ("vs_proposal", "Pretrained_Xavier")):
+            if n_pairs := getattr(row, f"{prefix}_n_pairs"):
+                ref = scores(row.controls, control, row.metric)
+                pairs = [own[seed] - ref[seed] for seed in own if seed in ref]
+                assert len(pairs) == n_pairs, (row.block, row.initializer, prefix)
+                assert getattr(row, prefix) == pytest.approx(statistics.fmean(pairs)), (row.block, row.initializer)
+
+
 def sacrebleu(ref, hyp, *options) -> float:
     out = subprocess.run(
         [sys.executable, "-m", "sacrebleu", str(ref), "-i", str(hyp), "-b", "-w", "4", *options],
