@@ -33,7 +33,7 @@ PLANNED = {
     "sst2_minilm_words50_field": (["Pretrained_PCA", "Pretrained_PCA_projection"], 5),
 }  # fmt: skip
 N_RUNS = sum(len(inits) * seeds for inits, seeds in PLANNED.values())
-ALL_RUNS = ("runs", "tensorboard", "layer_export")  # the outputs that list every run of the others
+ALL_RUNS = [name for name, output in OUTPUTS.items() if output.every_run]  # the run table, TensorBoard, layer export
 # Its Multi30k blocks, defined and training, join `table14.blocks` when their records are committed
 PENDING = {
     "multi30k_glove6b50d_field": (
