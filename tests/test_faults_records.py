@@ -32,6 +32,19 @@ def _grid(tmp_path, name, mirror, **extra):
     return workdir, one_run_config(workdir / "c.yaml", mirror, **extra)
 
 
+def _fresh_grid(tmp_path, name, one_run_grid, mirror, **extra):
+    """A working directory like `_grid`'s holding the one-run grid's data (splits, vocabulary, extracted rows) and
+    none of its layers, runs or Snakemake records: a run built there is built fresh, without the data jobs every grid
+    repeats (deterministic; test_faults.py rebuilds them)."""
+    workdir = tmp_path / name
+    shutil.copytree(one_run_grid / "data", workdir / "data")  # copy2: the files' times kept, so they are up to date
+    block = workdir / "results/sst2_glove6b50d"
+    block.mkdir(parents=True)
+    for rows in (one_run_grid / "results/sst2_glove6b50d").glob("pretrained_encoder.*"):
+        shutil.copy2(rows, block)
+    return workdir, one_run_config(workdir / "c.yaml", mirror, **extra)
+
+
 def _build(workdir, cfg, *args):
     return run_snakemake([f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(cfg), *args], cwd=workdir)
 
@@ -50,7 +63,7 @@ def test_a_config_change_reruns_the_run_without_snakemakes_records(tmp_path, sha
 
     _build(moved, cfg2)
     assert json.loads((moved / ONE_RUN / "final.json").read_text())["epochs"] == 2
-    fresh, cfg_fresh = _grid(tmp_path, "fresh", shared_mirror, blocks=two)
+    fresh, cfg_fresh = _fresh_grid(tmp_path, "fresh", one_run_grid, shared_mirror, blocks=two)
     _build(fresh, cfg_fresh)
     assert_same_outcome(moved, fresh)
     again = _build(moved, cfg2, "-n")
@@ -58,11 +71,11 @@ def test_a_config_change_reruns_the_run_without_snakemakes_records(tmp_path, sha
 
 
 @pytest.mark.slow
-def test_a_layer_change_rebuilds_the_layer_without_snakemakes_records(tmp_path, tiny_mirror):
+def test_a_layer_change_rebuilds_the_layer_without_snakemakes_records(tmp_path, shared_mirror, one_run_grid):
     """Pretrained_Shuffled's `mode` changed with .snakemake/ deleted: the layer's sidecar says it is stale, so the
     layer and its run are rebuilt, equal to a fresh run with the new mode."""
     shuffled = {"sst2_glove6b50d": {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Pretrained_Shuffled"]}}
-    workdir, cfg = _grid(tmp_path, "grid", tiny_mirror, blocks=shuffled)
+    workdir, cfg = _fresh_grid(tmp_path, "grid", one_run_grid, shared_mirror, blocks=shuffled)
     run = ONE_RUN.replace("Pretrained", "Pretrained_Shuffled")
     build = [f"{run}/final.json", "--cores", "1", "--configfile"]
     run_snakemake([*build, str(cfg)], cwd=workdir)
@@ -71,12 +84,12 @@ def test_a_layer_change_rebuilds_the_layer_without_snakemakes_records(tmp_path, 
     assert before is not None
     shutil.rmtree(workdir / ".snakemake")
     elements = {"blocks": shuffled, "initializer_params": {"Pretrained_Shuffled": {"mode": "elements"}}}
-    cfg = one_run_config(workdir / "c.yaml", tiny_mirror, **elements)
+    cfg = one_run_config(workdir / "c.yaml", shared_mirror, **elements)
     dry = run_snakemake(["-n", *build, str(cfg)], cwd=workdir)
     assert f"stale output, its job reruns: {sidecar.relative_to(workdir)} was made by spec {before}" in dry.stderr
     run_snakemake([*build, str(cfg)], cwd=workdir)
     assert recorded_digest(sidecar) != before
-    fresh, cfg_fresh = _grid(tmp_path, "fresh", tiny_mirror, **elements)
+    fresh, cfg_fresh = _fresh_grid(tmp_path, "fresh", one_run_grid, shared_mirror, **elements)
     run_snakemake([*build, str(cfg_fresh)], cwd=fresh)
     assert (
         json.loads((workdir / run / "final.json").read_text())["best_valid_acc"]
