@@ -3,6 +3,7 @@ the state of `.snakemake/`, or the run stops and says why. docs/reliability.md l
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -36,13 +37,13 @@ def _fresh_grid(tmp_path, name, one_run_grid, mirror, **extra):
     """A working directory like `_grid`'s holding the one-run grid's data (splits, vocabulary, extracted rows) and
     none of its layers, runs or Snakemake records: a run built there is built fresh, without the data jobs every grid
     repeats (deterministic; test_faults.py rebuilds them)."""
-    workdir = tmp_path / name
+    workdir, cfg = _grid(tmp_path, name, mirror, **extra)
     shutil.copytree(one_run_grid / "data", workdir / "data")  # copy2: the files' times kept, so they are up to date
-    block = workdir / "results/sst2_glove6b50d"
-    block.mkdir(parents=True)
-    for rows in (one_run_grid / "results/sst2_glove6b50d").glob("pretrained_encoder.*"):
-        shutil.copy2(rows, block)
-    return workdir, one_run_config(workdir / "c.yaml", mirror, **extra)
+    block = Path(ONE_RUN).parents[2]  # results/<block>, where its extracted rows are
+    (workdir / block).mkdir(parents=True)
+    for rows in (one_run_grid / block).glob("pretrained_encoder.*"):
+        shutil.copy2(rows, workdir / block)
+    return workdir, cfg
 
 
 def _build(workdir, cfg, *args):

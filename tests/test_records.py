@@ -146,10 +146,8 @@ def test_offline_table13_recomputes_from_its_runs_records():
 def test_offline_table14_recomputes_from_its_runs_records():
     """Each Table 14 row's score is the mean of its runs' records, and each difference to a control the mean of the
     seed-paired differences of the two cells' records (the control's cell in the block its `controls` names)."""
-    table, variant = (
-        pd.read_csv(RESULTS / "offline-cpu/table14.csv"),
-        result_set_config("offline-cpu")["table14"]["variant"],
-    )
+    table = pd.read_csv(RESULTS / "offline-cpu/table14.csv")
+    variant = result_set_config("offline-cpu")["table14"]["variant"]
     assert len(table), "table14.csv has no rows"
 
     def scores(block: str, initializer: str, metric: str) -> dict[int, float]:
