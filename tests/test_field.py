@@ -15,7 +15,7 @@ from scipy import stats
 
 from conftest import REPO, load_default_config, md_has_row, result_set_config, run_snakemake, save_runs
 from embinit.checks import check
-from embinit.config import ConfigError, dim_of, initializers_of, seeds_of
+from embinit.config import ConfigError, dim_of
 from embinit.layers.position_table import sinusoidal_table
 from embinit.outputs import OUTPUTS
 from embinit.reports import builders, comparison, field
@@ -64,7 +64,6 @@ def test_offline_plans_table14s_runs_each_under_the_recipe_and_apart_from_the_co
     assert "table14" in config["outputs"]
     built = sheet[sheet.output.isin(config["outputs"]) & ~sheet.output.isin(["table14", *ALL_RUNS])]
     assert not set(built.block) & set(PLANNED) and "base_recipe" not in set(built.variant)
-    assert {b: (initializers_of(config, b), len(seeds_of(config, b))) for b in PLANNED} == PLANNED
     # the methods beyond the paper stay out of the committed blocks' initializers (Table 1's MiniLM rows)
     assert set(built.initializer[built.block == "sst2_minilm"]) == {
         "Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"
