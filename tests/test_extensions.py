@@ -1,7 +1,9 @@
 """embinit.extensions: the user's own files add initializers, missing-row policies and position encodings."""
 
 import inspect
+import os
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -301,3 +303,51 @@ def test_config_check_accepts_every_registry_of_an_extension(tmp_path):
         ConfigError, match=r"embeddings\.missing_params\.ones_ext\.valeu: unknown name 'valeu'; allowed: value"
     ):
         check(config)
+
+
+HELD = """
+import numpy as np
+
+from embinit.layers.initializers import register
+
+SETTINGS = {settings}
+FACTORS = [{factor}, {{"nested": {{"deep": {deep}}}}}]
+NAMES = {{"alpha", "beta", "gamma", "delta"}}
+
+
+@register("Held_Ext")
+def held(pretrained, shape, rng):
+    scale = SETTINGS["scale"] * FACTORS[0] * FACTORS[1]["nested"]["deep"] * len(NAMES)
+    return np.full(shape, scale, dtype=np.float32)
+"""
+
+
+def test_a_code_fingerprint_covers_the_dicts_lists_and_sets_an_entry_reads(tmp_path):
+    """Module-level containers are state the entry runs with (issue 58: a changed `SETTINGS` dict reran nothing);
+    each nested value counts, and a set's order (hash seed) does not."""
+
+    def held(**edits):
+        values = {"settings": {"scale": 0.5}, "factor": 2, "deep": 3} | edits
+        with isolated():
+            load([write(tmp_path / "held.py", HELD.format(**values))])
+            return ini.fingerprint("Held_Ext")
+
+    base = held()
+    assert held() == base
+    assert held(settings={"scale": 4.0}) != base
+    assert held(factor=5) != base
+    assert held(deep=7) != base
+    assert held() == base  # the file as it was: the same in another process, whatever its hash seed
+    code = "import sys; from embinit.extensions import load; from embinit.layers import initializers as ini; "
+    code += "load([sys.argv[1]]); print(ini.fingerprint('Held_Ext'))"
+    prints = {
+        subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "held.py")],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }
+    assert prints == {base}
