@@ -67,6 +67,22 @@ def stale_reason(record: str | os.PathLike, spec: dict, output: str | os.PathLik
     return f"{record} was made by spec {recorded}, the config now plans {planned}"
 
 
+def code_stale_reason(record: str | os.PathLike, current: str, accepted: list[str]) -> str | None:
+    """Why the run record `record` is stale for its code: it names training code (`training_code`) that is neither
+    `current` nor one of the digests its result set `accepted` (their leading hex digits); None when it is not, or
+    when it is missing, unreadable or names none (the spec check decides those)."""
+    try:
+        made_by = json.loads(Path(record).read_text(encoding="utf-8")).get("training_code")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(made_by, str) or made_by == current or any(made_by.startswith(a) for a in accepted):
+        return None
+    return (
+        f"{record} was made by training code {made_by[:8]}, the code now is {current[:8]}, and config "
+        f"accepted_training_code does not list {made_by[:8]}"
+    )
+
+
 _SAID: set[str] = set()
 
 

@@ -19,9 +19,10 @@ from embinit.io import parquet_problem
 from embinit.layers.initializers import INITIALIZERS, layer_problem, reads_pretrained
 from embinit.layers.missing import source_names
 from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seeded_tables, targeted_outputs, variants_of
-from embinit.records import ResultsLock, plan, plan_aggregate, plan_check, sidecar_of, stale_reason
+from embinit.records import ResultsLock, code_stale_reason, plan, plan_aggregate, plan_check, sidecar_of, stale_reason
 from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
 from embinit.specs import layer_spec, train_spec
+from embinit.training.checkpoint import code_digest
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
 # profiles/slurm: the site's account and partition (config `cluster`) for every job that does not train
@@ -31,6 +32,8 @@ RES = config["results_dir"]
 RESULTS_LOCK = ResultsLock(RES)
 # Jobs load the extension files again; what a job uses of them is in its params (embinit.specs)
 EXTENSIONS = ExtensionFiles(tuple(config["extensions"]))
+# The training code's digest: a run record of other code is stale unless config accepted_training_code lists it
+TRAINING_CODE = code_digest()
 
 # Artifact paths; {braces} are wildcards. Data stage (under data_dir):
 RAW = f"{DATA}/raw/{{relpath}}"
@@ -213,7 +216,8 @@ def run_inputs(wc):
     task = task_of(wc.block)
     inputs = {split: block_path(TOKENIZED, wc.block, split=split) for split in task_splits(task)}
     record = fill(FINAL, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
-    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_params(wc))
+    code = code_stale_reason(record, TRAINING_CODE, config["accepted_training_code"])
+    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_params(wc), problem=code)
     for side in sides_of(config, wc.block):
         inputs[f"emb_{side}"] = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=side)
     if evaluated_splits(config, task):  # BLEU's
@@ -262,7 +266,9 @@ def targeted_runs():
 def needs_training(run):
     """Whether a run's record is missing or stale (what its plan says; Snakemake may rerun a run for more)."""
     record = run_file(FINAL, run)
-    return not Path(record).is_file() or stale_reason(record, train_params(run_wildcards(run))) is not None
+    if not Path(record).is_file() or code_stale_reason(record, TRAINING_CODE, config["accepted_training_code"]):
+        return True
+    return stale_reason(record, train_params(run_wildcards(run))) is not None
 
 
 def run_wildcards(run):
