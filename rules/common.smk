@@ -54,7 +54,9 @@ RUN = f"{RES}/{{block}}/{{init}}/seed{{seed}}/{{variant}}"
 FINAL = f"{RUN}/final.json"
 METRICS = f"{RUN}/metrics.parquet"
 TRAINED = f"{RUN}/embeddings.npz"  # the reported state's input embedding layers, by side
-TRAIN_LOG = f"{RUN}/train.log"
+# the job's log, this attempt's lines (Snakemake deletes it as a job starts); the run's train.log beside it, which
+# train_run appends to, keeps every attempt's, so a resumed run keeps what the cut one logged
+TRAIN_ATTEMPT_LOG = f"{RUN}/attempt.log"
 # Under a cluster executor, a pack: runs trained at the same time in one job of one GPU (rule pack), this invocation's
 # alone (its stamp): the runs it holds (written while the DAG is built), its record (written when they all trained)
 # and its log (the Snakemake inside the job)

@@ -11,7 +11,7 @@ rule train:
         metrics=METRICS,
         embeddings=TRAINED,
     log:
-        TRAIN_LOG,
+        TRAIN_ATTEMPT_LOG,
     conda:
         PIPELINE_ENV
     threads: 2

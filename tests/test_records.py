@@ -16,7 +16,8 @@ import pytest
 from conftest import REPO, result_set_config
 from embinit.config import initializers_of, lr_variants, scaled_initializers, seeds_of
 from embinit.reports.runs import run_table
-from embinit.records import stale_reason
+from embinit.proofs import load_proofs, proof_chain, proof_problems
+from embinit.records import code_stale_reason, stale_reason
 from embinit.runsheet import plotted, recorded_runs, run_sheet
 from embinit.specs import train_spec
 from embinit.training.checkpoint import code_digest
@@ -176,23 +177,40 @@ def sacrebleu(ref, hyp, *options) -> float:
     return float(out.stdout.strip())
 
 
-def test_every_record_is_of_the_current_training_code_or_its_readme_says_from_which_commit():
-    """A committed final.json's `training_code` is the digest of the code that would rebuild it today, or the README
-    of its result set (results/<set>/README.md) names that digest (its first 8 characters) beside the commit that
-    made it: a reader never takes an old record for the current code's."""
-    current, stale = code_digest(), {}
-    for final in RECORDS:
-        digest = json.loads(final.read_text())["training_code"]
-        readme = RESULTS / final.relative_to(RESULTS).parts[0] / "README.md"
-        if digest != current and not (readme.exists() and f"`{digest[:8]}`" in readme.read_text()):
-            stale.setdefault((str(readme.relative_to(REPO)), digest[:8]), []).append(str(final.relative_to(RESULTS)))
-    assert not stale, "records of earlier code that their README does not name:\n" + "\n".join(
-        f"{readme}: training_code {digest} ({len(finals)} records, e.g. {finals[0]})"
-        for (readme, digest), finals in stale.items()
+RESULT_SETS = sorted({p.relative_to(RESULTS).parts[0] for p in RECORDS})
+
+
+@pytest.mark.parametrize("result_set", RESULT_SETS)
+def test_every_record_is_of_the_current_training_code_or_of_code_its_result_set_accepts(result_set):
+    """A committed final.json's `training_code` is today's, or a digest its result set's config lists in
+    `accepted_training_code` (else the workflow would train the run again, naming "training code")."""
+    config, current = result_set_config(result_set), code_digest()
+    stale = {}
+    for final in (p for p in RECORDS if p.relative_to(RESULTS).parts[0] == result_set):
+        if code_stale_reason(final, current, config["accepted_training_code"]):
+            stale.setdefault(json.loads(final.read_text())["training_code"][:8], []).append(str(final))
+    assert not stale, f"config/{result_set}.yaml does not accept: " + ", ".join(
+        f"{digest} ({len(finals)} records, e.g. {finals[0]})" for digest, finals in stale.items()
     )
 
 
-@pytest.mark.parametrize("result_set", sorted({p.relative_to(RESULTS).parts[0] for p in RECORDS}))
+@pytest.mark.parametrize("result_set", RESULT_SETS)
+def test_every_accepted_training_code_is_proven_to_train_as_todays(result_set):
+    """Each digest a result set accepts leads to today's code through proofs (resources/code_proofs/): a sample run
+    of the older code trained again under the newer gave the same numbers bit for bit, and the committed record it
+    stands for holds one of the two runs' numbers."""
+    accepted, current = result_set_config(result_set)["accepted_training_code"], code_digest()
+    proofs = load_proofs(REPO / "resources" / "code_proofs")
+    for digest in accepted:
+        chain = proof_chain(digest, current, proofs)
+        assert chain, (
+            f"config/{result_set}.yaml accepts training code {digest} with no proof leading to today's {current[:8]} "
+            "(tools/prove_training_code.py writes one)"
+        )
+        assert not [problem for proof in chain for problem in proof_problems(proof, REPO)]
+
+
+@pytest.mark.parametrize("result_set", RESULT_SETS)
 def test_every_committed_record_is_current_for_its_result_sets_config(result_set):
     """A committed final.json that holds a spec digest holds the one its result set's config plans today, so a user's
     run takes it as it is instead of retraining it (a config or spec change that keeps what a run does migrates

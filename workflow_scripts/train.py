@@ -15,9 +15,11 @@ Expects:
   snakemake.output   final (final.json), metrics (metrics.parquet), embeddings (embeddings.npz: the reported
                      state's input embedding layers), all in the run directory, where train_run writes them
   snakemake.threads  torch's CPU threads when placement.num_threads is 0
-  snakemake.log[0]   the run's log
+  snakemake.log[0]   this attempt's log; the run directory's train.log (train_run's default) gets every
+                     attempt's lines, as Snakemake deletes a job's log before each attempt
 """
 
+import logging
 from pathlib import Path
 
 from embinit.records import spec_digest
@@ -31,11 +33,13 @@ spec = dict(
     embeddings={side: inp.get(f"emb_{side}") for side in ("encoder", "decoder")},
     detokenizer=inp.get("detokenizer"),
     references={split: inp.get(f"references_{split}") for split in ("valid", "test")},
-    log=snakemake.log[0],
     threads=snakemake.threads,
     spec_digest=spec_digest(snakemake.params.spec),  # final.json keeps it: the workflow finds a stale run by it
 )
 out_dir = Path(snakemake.output.final).parent
 if any(Path(path).parent != out_dir for path in snakemake.output):
     raise ValueError(f"final.json, metrics.parquet and embeddings.npz must share the run directory {out_dir}")
+attempt = logging.FileHandler(snakemake.log[0], encoding="utf-8")
+attempt.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+logging.getLogger("embinit.training").addHandler(attempt)  # train_run's log, RUN_LOG: this attempt's copy
 train_run(spec, out_dir, snakemake.params.placement)

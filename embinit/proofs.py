@@ -1,0 +1,123 @@
+"""Proofs that two versions of the training code train alike, so the records of the older stay current.
+
+A run record names the training code that made it (`training_code`). A result set keeps records of earlier code only
+when its config lists their digest (`accepted_training_code`), and each listed digest needs a proof here: a sample
+run of that code, trained again under the newer code, gave the same numbers bit for bit. A proof file keeps both
+runs' numbers, so a test can check it against the committed records without training anything (tests/test_records.py).
+Proofs chain: a digest proven equal to one that is proven equal to today's code is accepted too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from embinit.io import write_text_atomic
+
+# Record fields that say where and how fast a run ran, or which code and spec made it, not what it learned
+PLACE_FIELDS = ("train_minutes_per_epoch", "valid_minutes_per_epoch", "device", "training_code", "spec_digest")
+# Metrics columns of the same kind: seconds and throughput
+TIME_COLUMNS = ("train_seconds", "valid_seconds", "tokens_per_second", "mechanism_seconds")
+
+
+def numbers(run_dir: str | os.PathLike, epochs: int | None = None) -> dict:
+    """What a run learned, from its final.json and metrics.parquet: every record field but PLACE_FIELDS and every
+    metrics column but TIME_COLUMNS, by epoch. `epochs`: only the first that many epochs' rows, and no final.json
+    (the prefix of a longer run, whose best epoch and scores come later)."""
+    run_dir = Path(run_dir)
+    metrics = pd.read_parquet(run_dir / "metrics.parquet")
+    if epochs is not None:
+        metrics = metrics[metrics.epoch <= epochs]
+    rows = metrics.drop(columns=[c for c in TIME_COLUMNS if c in metrics]).to_dict("records")
+    if epochs is not None:
+        return {"metrics": rows}
+    final = json.loads((run_dir / "final.json").read_text(encoding="utf-8"))
+    return {"final": {k: v for k, v in final.items() if k not in PLACE_FIELDS}, "metrics": rows}
+
+
+def _same(a, b) -> bool:
+    """Equal bit for bit, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """Where two runs' `numbers` differ, over what both hold (a field or column only the newer code writes, such as
+    `split_sizes`, is not a difference in what was learned); empty when they agree bit for bit."""
+    found = []
+    if "final" in old and "final" in new:
+        found += [f"final.{k}: {old['final'][k]!r} != {new['final'][k]!r}"
+                  for k in sorted(old["final"].keys() & new["final"].keys())
+                  if not _same(old["final"][k], new["final"][k])]  # fmt: skip
+    if len(old["metrics"]) != len(new["metrics"]):
+        return found + [f"metrics: {len(old['metrics'])} epochs != {len(new['metrics'])}"]
+    for a, b in zip(old["metrics"], new["metrics"]):
+        found += [f"metrics epoch {a['epoch']} {c}: {a[c]!r} != {b[c]!r}"
+                  for c in sorted(a.keys() & b.keys()) if not _same(a[c], b[c])]  # fmt: skip
+    return found
+
+
+def training_code_of(run_dir: str | os.PathLike) -> str:
+    return json.loads((Path(run_dir) / "final.json").read_text(encoding="utf-8"))["training_code"]
+
+
+def prove(old_dir, new_dir, record: str, epochs: int | None, proofs_dir) -> Path:
+    """Write the proof that the code of `new_dir`'s run trains as that of `old_dir`'s (the same run; `record` is the
+    committed final.json it stands for, relative to the repository), or raise ValueError with the differences."""
+    old, new = numbers(old_dir, epochs), numbers(new_dir, epochs)
+    found = differences(old, new)
+    if found:
+        raise ValueError(f"{record}: the rerun differs from the record, so no proof:\n" + "\n".join(found[:20]))
+    was, now = training_code_of(old_dir), training_code_of(new_dir)
+    proof = {
+        "old": {"training_code": was, "numbers": old},
+        "new": {"training_code": now, "numbers": new, "device": _device(new_dir)},
+        "record": record,
+        "epochs": "all" if epochs is None else epochs,
+    }
+    path = Path(proofs_dir) / f"{was[:8]}-{now[:8]}.json"
+    write_text_atomic(path, json.dumps(proof, indent=1, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def _device(run_dir) -> str:
+    return json.loads((Path(run_dir) / "final.json").read_text(encoding="utf-8"))["device"]
+
+
+def load_proofs(proofs_dir: str | os.PathLike) -> list[dict]:
+    return [json.loads(p.read_text(encoding="utf-8")) | {"path": str(p)} for p in sorted(Path(proofs_dir).glob("*.json"))]
+
+
+def proof_chain(accepted: str, current: str, proofs: list[dict]) -> list[dict] | None:
+    """The proofs that lead from the digest `accepted` (its leading hex digits) to `current`, or None."""
+    step = {p["old"]["training_code"]: p for p in proofs}
+    digest = current if current.startswith(accepted) else next((d for d in step if d.startswith(accepted)), None)
+    chain = []
+    while digest != current:
+        if digest not in step or len(chain) == len(step):  # no proof onward, or a loop
+            return None
+        chain.append(step[digest])
+        digest = step[digest]["new"]["training_code"]
+    return chain
+
+
+def proof_problems(proof: dict, repo: str | os.PathLike) -> list[str]:
+    """What is wrong with a proof: its two runs' numbers differ, or its committed record holds neither run's code
+    and numbers."""
+    old, new = proof["old"]["numbers"], proof["new"]["numbers"]
+    problems = [f"{proof['path']}: {d}" for d in differences(old, new)]
+    record = Path(repo) / proof["record"]
+    if not record.is_file():
+        return problems + [f"{proof['path']}: its record {proof['record']} is not committed"]
+    epochs = None if proof["epochs"] == "all" else int(proof["epochs"])
+    committed, made_by = numbers(record.parent, epochs), training_code_of(record.parent)
+    side = next((s for s in ("old", "new") if proof[s]["training_code"] == made_by), None)
+    if side is None:
+        return problems + [f"{proof['path']}: {proof['record']} is of training code {made_by[:8]}, neither run's"]
+    return problems + [f"{proof['path']}: {proof['record']} differs from its {side} run: {d}"
+                       for d in differences(committed, proof[side]["numbers"])]  # fmt: skip

@@ -1,0 +1,58 @@
+"""Code in a run's identity (issue 58): an edit of the training code plans the runs it made again, naming "training
+code", unless the result set accepts the old code's digest (config accepted_training_code, proven equal by
+tools/prove_training_code.py)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ONE_RUN, REPO, one_run_config
+
+# What the workflow runs: the Snakefile and everything it and its jobs import or read
+CODE = ["Snakefile", "rules", "embinit", "workflow_scripts", "config.yaml", "schemas", "resources", "envs", "report"]
+
+
+def _snakemake(code, workdir, *args):
+    """snakemake on the workflow copy `code` for the grid's run, its jobs and main process importing that copy's
+    embinit."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(code / "Snakefile"), "--directory", str(workdir)]
+    env = {**os.environ, "PYTHONPATH": str(code), "PYTHONHASHSEED": "0"}
+    proc = subprocess.run([*command, f"{ONE_RUN}/final.json", *args], capture_output=True, text=True, env=env, cwd=workdir, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+def test_an_edit_of_the_training_code_reruns_its_runs_unless_the_old_code_is_accepted(
+    tmp_path, one_run_grid, shared_mirror
+):
+    code = tmp_path / "code"
+    code.mkdir()
+    for name in CODE:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, code / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(REPO / name, code / name)
+    workdir = shutil.copytree(one_run_grid, tmp_path / "grid")
+    cfg = workdir / "c.yaml"
+    assert "Nothing to be done" in _snakemake(code, workdir, "-n", "--configfile", str(cfg)).stdout
+
+    record = workdir / ONE_RUN / "final.json"
+    old = json.loads(record.read_text())["training_code"]
+    layers = code / "embinit" / "models" / "layers.py"  # the model's code, as issue 58's repro edited it
+    layers.write_text(layers.read_text().replace("class ", "# an edit\nclass ", 1))
+    dry = _snakemake(code, workdir, "-n", "--configfile", str(cfg))
+    assert f"{ONE_RUN}/final.json was made by training code {old[:8]}" in dry.stderr
+    assert "accepted_training_code does not list" in dry.stderr and "rule train:" in dry.stdout
+
+    accepted = one_run_config(cfg, shared_mirror, accepted_training_code=[old[:8]])
+    assert "Nothing to be done" in _snakemake(code, workdir, "-n", "--configfile", str(accepted)).stdout
+
+    cfg = one_run_config(cfg, shared_mirror)  # not accepted: the run trains again under the edited code
+    _snakemake(code, workdir, "--cores", "1", "--configfile", str(cfg))
+    now = json.loads(record.read_text())["training_code"]
+    assert now != old and "Nothing to be done" in _snakemake(code, workdir, "-n", "--configfile", str(cfg)).stdout
