@@ -4,7 +4,7 @@ import os
 
 from snakemake.utils import min_version
 
-from embinit.checks import check
+from embinit.checks import check, check_local_device
 from embinit.cluster import check_requests, requests_of
 from embinit.config import add_hub_checkpoints, load, validate
 from embinit.outputs import targeted_outputs
@@ -27,6 +27,8 @@ configfile: f"{workflow.basedir}/config.yaml"
 validate(config, f"{workflow.basedir}/schemas/config.schema.yaml", workflow.configfiles)
 add_hub_checkpoints(config)  # each hf_checkpoint source's files and remotes, from its hub id
 check(config)
+if not workflow.non_local_exec:  # a cluster's GPUs are on its nodes, checked by each job
+    check_local_device(config)
 try_entries(config)  # each registry entry in use, called once on a small input
 
 
@@ -43,7 +45,7 @@ include: "rules/reports.smk"
 rule all:
     """The outputs config `outputs` names (all tables and the figure, by default) for the configured run_blocks."""
     input:
-        [getattr(rules, name).output[0] for name in config["outputs"]],
+        [path for name in config["outputs"] for path in getattr(rules, name).output],
     localrule: True
 
 

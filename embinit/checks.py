@@ -362,3 +362,20 @@ def _check_block(config: dict, name: str) -> None:
     subword = {s for s in used if config["sources"][s]["level"] == "subword"}
     if subword and (len(subword) > 1 or len(subword) != len(set(used))):
         raise ConfigError(f"config key blocks.{name}.sources: a sub-word source must be the only source of its block")
+
+
+def check_local_device(config: dict) -> None:
+    """Raise ConfigError now, before any job, when `train.device` names a CUDA device this machine's torch cannot use;
+    for the workflow's main process when it runs the training jobs itself (not a cluster's, whose GPUs are on its
+    nodes). The same words as the job's own check (embinit.training.device.require_cuda)."""
+    setting = config["train"]["device"]
+    if not setting.startswith("cuda"):
+        return
+    import torch
+
+    from embinit.training.device import require_cuda
+
+    try:
+        require_cuda(setting, torch.device(setting))
+    except RuntimeError as error:
+        raise ConfigError(f"config key {error} (this machine runs the training jobs)") from None

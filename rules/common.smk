@@ -12,7 +12,7 @@ from snakemake.exceptions import WorkflowError
 
 from embinit.cluster import job_resources, packs
 from embinit.config import evaluated_splits, missing_setting, sides_of, task_sides, tokenizer_of
-from embinit.data.hf_dataset import is_saved
+from embinit.data.hf_dataset import is_saved, saved_files
 from embinit.data.prepare import splits_of
 from embinit.extensions import ExtensionFiles
 from embinit.io import parquet_problem
@@ -146,7 +146,7 @@ def dataset_folder(task):
     dataset = config["tasks"][task].get("dataset")
     if not (dataset and is_saved(dataset["path"])):
         return {}
-    return {"dataset": sorted(str(p) for p in Path(dataset["path"]).rglob("*") if p.is_file())}
+    return {"dataset": saved_files(dataset["path"])}
 
 
 def prepare_params(task):

@@ -10,6 +10,8 @@ import pytest
 import torch
 from torch.cuda._utils import _get_device_index
 
+from embinit.checks import check_local_device
+from embinit.config import ConfigError
 from embinit.training import Placement, checkpoint, device
 
 
@@ -217,3 +219,13 @@ def test_the_run_s_gpu_stream_follows_it_to_another_slot(monkeypatch, restored):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     checkpoint.set_rng_state(state, torch.device("cuda:0"))
     assert restored[-1] == (torch.device("cuda:0"), 1)
+
+
+def test_cuda_named_in_the_config_fails_before_any_job(monkeypatch):
+    """Issue 58: the Snakefile checks train.device while it parses (a local run), so `train.device: cuda` on a
+    machine without one fails at once naming the key, not at the first train job after the data jobs."""
+    no_cuda(monkeypatch, "Torch not compiled with CUDA enabled")
+    with pytest.raises(ConfigError, match=r"^config key train.device: cuda:0, but torch cannot use CUDA \(torch .*"):
+        check_local_device({"train": {"device": "cuda:0"}})
+    for setting in ("auto", "cpu"):
+        check_local_device({"train": {"device": setting}})  # auto falls back to the CPU where no GPU was given

@@ -21,7 +21,9 @@ def _snakemake(code, workdir, *args):
     embinit."""
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(code / "Snakefile"), "--directory", str(workdir)]
     env = {**os.environ, "PYTHONPATH": str(code), "PYTHONHASHSEED": "0"}
-    proc = subprocess.run([*command, f"{ONE_RUN}/final.json", *args], capture_output=True, text=True, env=env, cwd=workdir, timeout=600)
+    proc = subprocess.run(
+        [*command, f"{ONE_RUN}/final.json", *args], capture_output=True, text=True, env=env, cwd=workdir, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 

@@ -49,6 +49,19 @@ def test_a_deleted_record_reruns_its_run_and_rebuilds_the_table(tmp_path, one_ru
 
 
 @pytest.mark.slow
+def test_the_default_target_rebuilds_a_deleted_markdown_table(tmp_path, one_run_grid, shared_mirror):
+    """Issue 58: `all` asked for each output's first file alone, so a deleted table1.md stayed deleted at exit 0."""
+    workdir, cfg = _table_grid(tmp_path, one_run_grid, shared_mirror)
+    markdown = workdir / "results/table1.md"
+    text = markdown.read_text()
+    markdown.unlink()
+    dry = run_snakemake(["-n", "--configfile", str(cfg)], cwd=workdir)
+    assert "rule table1:" in dry.stdout and "rule train:" not in dry.stdout
+    run_snakemake(["--cores", "1", "--configfile", str(cfg)], cwd=workdir)
+    assert markdown.read_text() == text
+
+
+@pytest.mark.slow
 def test_a_rerun_killed_after_a_config_change_rebuilds_its_runs_and_table(tmp_path, one_run_grid, shared_mirror):
     """Issue 43's second repro: the block's lr changed, the run killed (kill -9, the whole process group) once its
     train job started, --unlock, then --rerun-incomplete: the run trains with the new lr and the table is rebuilt

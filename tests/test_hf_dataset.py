@@ -14,7 +14,7 @@ import yaml
 from conftest import DE, EN, REPO, run_snakemake, write_config
 from embinit.checks import check
 from embinit.config import ConfigError, validate
-from embinit.data.hf_dataset import HFDataset, prepare
+from embinit.data.hf_dataset import HFDataset, prepare, saved_files
 from embinit.data.prepare import DataError, splits_of
 from embinit.data.vocab import BOS, EOS, build, load_tokenizer
 from test_config import SCHEMA, _config
@@ -138,6 +138,32 @@ def _error(tmp_path, path, **settings) -> str:
         prepare(_dataset(tmp_path, path, **settings), _outs(tmp_path))
     assert not (tmp_path / "train.parquet").exists()
     return str(error.value)
+
+
+def test_an_empty_or_all_blank_split_is_named_in_one_line(tmp_path):
+    """Issue 58: a split saved with no rows raised datasets' bare IndexError; one whose rows were all blank got the
+    translation files' wording (tag lines)."""
+    features = datasets.Features({"sentence": datasets.Value("string"), "label": datasets.Value("int64")})
+    train = {"sentence": SENTENCES, "label": [1, 0, 1, 0]}
+    empty = _save(tmp_path / "empty", {"train": train, "validation": {"sentence": [], "label": []}}, features)
+    assert _error(tmp_path, empty) == (
+        f"config key tasks.toy.dataset.path: split(s) validation of {empty} were saved with no rows; give every "
+        "split examples, or leave an empty one out of the saved DatasetDict"
+    )
+    blank = _save(tmp_path / "blank", {"train": train, "validation": {"sentence": [" ", ""], "label": [0, 1]}})
+    assert (
+        _error(tmp_path, blank)
+        == "split 'valid' has no examples: it holds none, or every one was dropped (a blank text)"
+    )
+
+
+def test_map_cache_files_are_not_the_saved_datasets_files(tmp_path):
+    """Issue 58: a `.map()` on the loaded dataset writes cache-*.arrow into its folder, which reran every job."""
+    path = _single(tmp_path)
+    files = saved_files(path)
+    datasets.load_from_disk(path)["train"].map(lambda row: {"n": len(row["sentence"])})
+    assert any(p.name.startswith("cache-") for p in (tmp_path / "saved").rglob("*.arrow"))
+    assert saved_files(path) == files and any(f.endswith("data-00000-of-00001.arrow") for f in files)
 
 
 def test_a_missing_field_or_split_names_the_config_key_and_what_the_dataset_has(tmp_path):

@@ -34,7 +34,9 @@ def test_a_proof_needs_equal_numbers_and_ignores_where_and_how_fast(tmp_path):
     off = run(tmp_path / "off", "c" * 64, [ROWS[0], ROWS[1] | {"train_loss": 0.25000000000000006}])
     with pytest.raises(ValueError, match="metrics epoch 2 train_loss"):
         prove(old, off, "x", None, tmp_path / "proofs")
-    assert prove(old, off, "results/set/b/X/seed0/base/final.json", 1, tmp_path / "proofs").name.endswith("-cccccccc.json")
+    assert prove(old, off, "results/set/b/X/seed0/base/final.json", 1, tmp_path / "proofs").name.endswith(
+        "-cccccccc.json"
+    )
 
 
 def test_proofs_chain_and_a_changed_record_breaks_its_proof(tmp_path):
@@ -47,5 +49,7 @@ def test_proofs_chain_and_a_changed_record_breaks_its_proof(tmp_path):
     assert [p["new"]["training_code"][0] for p in chain] == ["b", "c"]
     assert proof_problems(chain[0], tmp_path) == []  # the record holds the old run's numbers
     assert "neither run's" in proof_problems(chain[1], tmp_path)[0]  # it is of code a, not b or c
-    (committed / "final.json").write_text(json.dumps(json.loads((committed / "final.json").read_text()) | {"best_epoch": 1}))
+    (committed / "final.json").write_text(
+        json.dumps(json.loads((committed / "final.json").read_text()) | {"best_epoch": 1})
+    )
     assert "final.best_epoch" in proof_problems(chain[0], tmp_path)[0]

@@ -232,6 +232,34 @@ def test_the_run_tables_page_sorts_and_filters_in_headless_chromium(first_run_ro
     assert losses == sorted(kept.best_valid_loss)
 
 
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (apt-get install chromium)")
+def test_blank_cells_sort_last_both_ways_in_headless_chromium(first_run_rows, tmp_path):
+    """Issue 58: sorting descending put the runs without a score first."""
+    table = run_table(first_run_rows)
+    table.loc[table.index[:2], "best_valid_loss"] = float("nan")  # two runs without the score
+    column = list(table.columns).index("best_valid_loss")
+    for clicks, ordered in ((1, sorted), (2, lambda v: sorted(v, reverse=True))):
+        click = f'document.querySelectorAll("thead th button")[{column}].click();' * clicks
+        (tmp_path / "runs.html").write_text(
+            html_page(table, "Runs").replace("</body>", f"<script>{click}</script></body>")
+        )
+        dom = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (tmp_path / "runs.html").as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        body = dom.split("<tbody>")[1].split("</tbody>")[0]
+        cells = [
+            re.findall(r"<td(?: data-v=\"([^\"]*)\")?>([^<]*)</td>", tr)[column]
+            for tr in re.findall(r"<tr>(.*?)</tr>", body)
+        ]
+        values = [v or text for v, text in cells]
+        assert values[-2:] == ["", ""], values
+        assert [float(v) for v in values[:-2]] == ordered(table.best_valid_loss.dropna())
+
+
 @pytest.mark.slow
 def test_the_three_targets_build_from_a_runs_record_and_layer_with_no_other_rule(one_run_grid, tmp_path):
     """The run table, the event files and the exported layer of the one-run grid, by their rules alone."""

@@ -10,6 +10,7 @@ a row with an empty, blank or missing sentence is dropped and named in the log.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,11 +64,24 @@ def is_saved(path: str | Path) -> bool:
     return any((Path(path) / f).is_file() for f in ("dataset_dict.json", "state.json"))
 
 
+def saved_files(path: str | Path) -> list[str]:
+    """The files that hold a `save_to_disk` folder's data, not the `cache-*.arrow` files a `.map()` on the loaded
+    dataset writes beside them: a task that reads the folder reruns when these change, and only then."""
+    return sorted(str(p) for p in Path(path).rglob("*") if p.is_file() and not p.name.startswith("cache-"))
+
+
 def load(ds: HFDataset):
     """The dataset's splits as a DatasetDict, from its folder or through `load_dataset` (hub, cache, data files)."""
     import datasets  # only the jobs that read a dataset pay for its import
 
     if is_saved(ds.path):
+        empty = [state.parent.name for state in sorted(Path(ds.path).glob("*/state.json"))
+                 if not json.loads(state.read_text(encoding="utf-8")).get("_data_files")]  # fmt: skip
+        if empty:  # datasets.load_from_disk fails on one with a bare IndexError
+            raise DataError(
+                f"config key {ds.key('path')}: split(s) {', '.join(empty)} of {ds.path} were saved with no rows; "
+                "give every split examples, or leave an empty one out of the saved DatasetDict"
+            )
         loaded = datasets.load_from_disk(ds.path)
         if not isinstance(loaded, datasets.DatasetDict):
             raise DataError(

@@ -272,7 +272,7 @@ def write_splits(splits: dict[str, pd.DataFrame], outputs: dict[str, str]) -> di
     """One Parquet per split, none unless every split has examples; the split sizes."""
     for split, frame in splits.items():
         if frame.empty:
-            raise DataError(f"split {split!r} has no examples: only tag lines, or rows with empty sentences")
+            raise DataError(f"split {split!r} has no examples: it holds none, or every one was dropped (a blank text)")
     for split, frame in splits.items():
         with atomic_path(outputs[split]) as tmp:
             frame.to_parquet(tmp, index=False)

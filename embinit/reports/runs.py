@@ -101,6 +101,10 @@ function key(row) {
   const text = cell.dataset.v ?? cell.textContent;
   return text !== "" && isFinite(text) ? Number(text) : text.toLowerCase();
 }
+function blank(row) {
+  const cell = row.cells[order.column];
+  return (cell.dataset.v ?? cell.textContent) === "";
+}
 function compare(a, b) {
   const [x, y] = [key(a), key(b)];
   if (typeof x !== typeof y) return typeof x === "number" ? -1 : 1;
@@ -109,7 +113,8 @@ function compare(a, b) {
 function render() {
   const wanted = boxes.map(box => box.value.trim().toLowerCase());
   const shown = rows.filter(row => wanted.every((w, i) => !w || row.cells[i].textContent.toLowerCase().includes(w)));
-  if (order.column >= 0) shown.sort((a, b) => order.direction * compare(a, b));
+  // a blank cell (a score the run has none of) sorts last both ways
+  if (order.column >= 0) shown.sort((a, b) => blank(a) - blank(b) || order.direction * compare(a, b));
   body.replaceChildren(...shown);
   count.textContent = `${shown.length} of ${rows.length} runs`;
 }
