@@ -4,9 +4,9 @@ import os
 
 from snakemake.utils import min_version
 
-from embinit.checks import check, check_local_device
+from embinit.checks import check, check_local_device, check_schema
 from embinit.cluster import check_requests, requests_of
-from embinit.config import add_hub_checkpoints, load, validate
+from embinit.config import add_hub_checkpoints, load
 from embinit.outputs import targeted_outputs
 from embinit.trials import try_entries
 
@@ -24,7 +24,9 @@ load(f"{workflow.basedir}/config.yaml")
 configfile: f"{workflow.basedir}/config.yaml"
 
 
-validate(config, f"{workflow.basedir}/schemas/config.schema.yaml", workflow.configfiles)
+check_schema(
+    config, f"{workflow.basedir}/schemas/config.schema.yaml", workflow.configfiles, workflow.config_settings.config
+)
 add_hub_checkpoints(config)  # each hf_checkpoint source's files and remotes, from its hub id
 check(config)
 if not workflow.non_local_exec:  # a cluster's GPUs are on its nodes, checked by each job

@@ -6,6 +6,7 @@ blocks, attention heads against D. Run when the Snakefile loads, right after the
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from pathlib import Path
 from typing import Iterator
@@ -20,6 +21,7 @@ from embinit.config import (
     lr_of,
     sides_of,
     tokenizer_of,
+    validate,
     violations,
 )
 from embinit.extensions import ExtensionError, load as load_extensions, registries
@@ -379,3 +381,18 @@ def check_local_device(config: dict) -> None:
         require_cuda(setting, torch.device(setting))
     except RuntimeError as error:
         raise ConfigError(f"config key {error} (this machine runs the training jobs)") from None
+
+
+def check_schema(config: dict, schema_path, files, overrides: dict) -> None:
+    """embinit.config.validate over the merged config, naming --config among its sources when it was given, and
+    saying so when a number or a boolean there arrived as text: Snakemake's --config parses a value nested in a
+    mapping (`--config "blocks={b: {epochs: 2}}"`) as a string."""
+    try:
+        validate(config, schema_path, [*map(str, files), *(["--config"] if overrides else [])])
+    except ConfigError as error:
+        if overrides and re.search(r"'[^']*' is not of type '(integer|number|boolean)'", str(error)):
+            raise ConfigError(
+                f"{error}\n(a value quoted above may be --config's: Snakemake hands a value nested in a --config "
+                "mapping to the workflow as text; set it in a --configfile instead)"
+            ) from None
+        raise

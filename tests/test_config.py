@@ -5,7 +5,7 @@ import yaml
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.checks import check, params_schema
+from embinit.checks import check, check_schema, params_schema
 from embinit.config import ConfigError, heads_for, initializers_of, load, lr_of, validate, violations
 from embinit.runsheet import plotted, run_sheet
 from embinit.specs import train_spec
@@ -509,3 +509,18 @@ def test_integer_parameters_of_a_registry_entry_refuse_a_float():
     assert violations(schema, {"x": "1e-2"}, "p") == [
         "config key p.x: '1e-2' is not of type 'number' (YAML 1.1 reads 1e-2 as text, not a number: write 1.0e-2)"
     ]
+
+
+def test_a_number_given_as_text_through_config_says_where_it_came_from():
+    """Issue 58: `--config "blocks={b: {epochs: 2}}"` reaches the workflow as '2', and the error only said that '2'
+    is not an integer; it now names --config among the sources and says why."""
+    overrides = {"blocks": {"sst2_glove6b50d": {"epochs": "2"}}}
+    config = _config(overrides)
+    with pytest.raises(ConfigError) as error:
+        check_schema(config, SCHEMA, ["config.yaml"], overrides)
+    assert "the config from config.yaml, --config does not match" in str(error.value)
+    assert "config key blocks.sst2_glove6b50d.epochs: '2' is not of type 'integer'" in str(error.value)
+    assert "Snakemake hands a value nested in a --config mapping to the workflow as text" in str(error.value)
+    with pytest.raises(ConfigError) as error:  # from a config file: no word about --config
+        check_schema(config, SCHEMA, ["mine.yaml"], {})
+    assert "--config" not in str(error.value)

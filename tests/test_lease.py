@@ -1,0 +1,43 @@
+"""tools/lease.py: the records a GPU machine packed come back into the results directory as the train rule wrote them,
+and the run script trains only through the rules that need no download."""
+
+import importlib.util
+import io
+import tarfile
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location("lease", REPO / "tools" / "lease.py")
+lease = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lease)
+
+
+def test_collect_unpacks_only_run_files_under_results(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "REPO", tmp_path)
+    packed = tmp_path / "records.tgz"
+    with tarfile.open(packed, "w:gz") as tar:
+        for name, text in [("results/set/b/Xavier/seed0/base/final.json", "{}"), ("../outside.txt", "no"),
+                           ("results/set/b/Xavier/seed0/base/metrics.parquet", "x")]:  # fmt: skip
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    lease.collect(SimpleNamespace(records=packed))
+    assert (tmp_path / "results/set/b/Xavier/seed0/base/final.json").read_text() == "{}"
+    assert (tmp_path / "results/set/b/Xavier/seed0/base/metrics.parquet").is_file()
+    assert not (tmp_path.parent / "outside.txt").exists()
+
+
+def test_the_run_script_allows_only_layer_and_train_rules_and_packs_the_blocks_records():
+    text = lease.RUN_SH.format(rules=" ".join(lease.RULES), args="-- t", results="results/s/b", gpu_jobs=8)
+    assert "--allowed-rules initialize_embedding train -- t" in text and "--profile profiles/local-gpu" in text
+    assert "find results/s/b -path '*/seed*/*'" in text and '"$out/records.tgz"' in text
+    blocks = lease.block_dirs(
+        "config/paper-scale-cpu.yaml", ["results/paper-scale-cpu/multi30k_xavier300/Xavier/seed0/base/final.json"]
+    )
+    assert blocks == ["results/paper-scale-cpu/multi30k_xavier300"]
+    with pytest.raises(ValueError):  # a target outside the result set's directory
+        lease.block_dirs("config/paper-scale-cpu.yaml", ["results/other/b/X/seed0/base/final.json"])

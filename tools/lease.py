@@ -1,0 +1,144 @@
+"""Train runs on a GPU machine without internet (a lent one, a rented box) through the workflow itself.
+
+    .venv/bin/python tools/lease.py prepare --configfile config/paper-scale-cpu.yaml [--mirror DIR] -- TARGET ...
+    (there, in a copy of this checkout with the paths `prepare` lists)   bash .lease/run.sh
+    .venv/bin/python tools/lease.py collect records.tgz
+
+`prepare` (here, with internet or the mirror) writes .lease/ (ignored by git): the wheels of snakemake and what it
+needs beyond the GPU machine's Python packages (Python 3.12, x86-64); run.sh, which installs them beside that Python,
+runs `snakemake --profile profiles/local-gpu` on the targets with the rules that build layers and train (nothing
+fetched), and packs every run record it wrote into $OUT/records.tgz (or ./records.tgz); and carry.txt, the ignored
+paths the machine needs: the vocabularies, tokenized splits and BLEU references, and each block's extracted
+pre-trained matrix, built here first. `collect` unpacks the records into the results directory, each as the train
+rule wrote it, and lists them (docs/performance.md, "Training on a lent or rented GPU").
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LEASE = REPO / ".lease"
+# The GPU machine's Python and its packages (the device image's list, /work/.library/device/KINDS.md): a wheel of one of
+# these is not carried. pulp (16 MB) is left out too: run.sh schedules with --scheduler greedy, which never imports it.
+PYTHON, PLATFORMS = "3.12", ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+THERE = set(
+    "attrs certifi charset-normalizer click cloudpickle filelock fsspec idna jinja2 markupsafe numpy packaging pandas "
+    "psutil pyarrow pyyaml requests sacrebleu safetensors six tabulate tokenizers torch tqdm "
+    "typing-extensions urllib3 wrapt pulp".split()
+)
+SDIST_ONLY = ("connection_pool",)  # snakemake needs it, PyPI has no wheel of it: built here (pure Python)
+PACKAGES = ("snakemake", "jsonschema")  # what the workflow imports that the machine lacks, their needs followed
+# What the train and layer jobs read: the data stage's outputs and the extracted pre-trained matrices
+DATA_PATHS = ("data/vocab", "data/tokenized", "data/references")
+RULES = ("initialize_embedding", "train")
+
+
+def pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "-q", *args], check=True)
+
+
+def wheels(folder: Path) -> list[str]:
+    """Download the wheels for the machine's Python into `folder`, drop those it has; their names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in SDIST_ONLY:
+        pip("wheel", "--no-deps", "-w", str(folder), f"{name}=={importlib.metadata.version(name)}")
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    pinned = [f"{name}=={importlib.metadata.version(name)}" for name in PACKAGES]
+    pip("download", "--only-binary=:all:", "--find-links", str(folder), "--python-version", PYTHON,
+        "--implementation", "cp", *platforms, "-d", str(folder), *pinned)  # fmt: skip
+    kept = []
+    for wheel in sorted(folder.glob("*.whl")):
+        if re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower() in THERE:
+            wheel.unlink()
+        else:
+            kept.append(wheel.name)
+    return kept
+
+
+def snakemake_args(configfile: str, mirror: str | None, targets: list[str]) -> list[str]:
+    return ["--configfile", configfile, *(["--config", f"mirror={mirror}"] if mirror else []), "--", *targets]
+
+
+def block_dirs(configfile: str, targets: list[str]) -> list[str]:
+    """The block folders of the targets' runs (<results_dir>/<block>): where their pre-trained matrices are."""
+    import yaml
+
+    results_dir = yaml.safe_load((REPO / configfile).read_text(encoding="utf-8"))["results_dir"]
+    blocks = {Path(t).relative_to(results_dir).parts[0] for t in targets}
+    return [f"{results_dir}/{block}" for block in sorted(blocks)]
+
+
+RUN_SH = """#!/usr/bin/env bash
+# Written by tools/lease.py prepare: the workflow on this GPU machine, then every record it wrote packed in one file.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .lease/wheels/*.whl || exit
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -m snakemake --profile profiles/local-gpu --resources gpu_jobs={gpu_jobs} --scheduler greedy --allowed-rules {rules} {args}
+status=$?
+out=${{OUT:-.}}
+find {results} -path '*/seed*/*' \\( -name final.json -o -name metrics.parquet -o -name 'test.*.txt' -o -name train.log \\) \\
+    -newer .lease/run.sh -print0 | tar -czf "$out/records.tgz" --null -T -
+tar -tzf "$out/records.tgz" | grep -c final.json | sed 's/$/ run records packed/'
+exit $status
+"""
+
+
+def prepare(args: argparse.Namespace) -> None:
+    sm = [sys.executable, "-m", "snakemake", "--cores", str(args.cores)]
+    # the data, vocabularies and pre-trained matrices the runs need, here (the layers are built there: smaller)
+    subprocess.run([*sm, "--omit-from", *RULES, *snakemake_args(args.configfile, args.mirror, args.targets)],
+                   cwd=REPO, check=True)  # fmt: skip
+    kept = wheels(LEASE / "wheels")
+    blocks = block_dirs(args.configfile, args.targets)
+    there = " ".join(map(shlex.quote, snakemake_args(args.configfile, None, args.targets)))
+    run_sh = LEASE / "run.sh"
+    run_sh.write_text(
+        RUN_SH.format(rules=" ".join(RULES), args=there, results=" ".join(blocks), gpu_jobs=args.gpu_jobs),
+        encoding="utf-8",
+    )
+    carry = [".lease", *DATA_PATHS, *blocks]
+    (LEASE / "carry.txt").write_text("\n".join(carry) + "\n", encoding="utf-8")
+    size = subprocess.run(["du", "-shc", *carry], cwd=REPO, capture_output=True, text=True).stdout.splitlines()[-1]
+    print(f"{len(kept)} wheels in .lease/wheels; carry ({size.split()[0]} with the tracked files beside): {carry}")
+    print(
+        "device call: command 'bash .lease/run.sh', carry as above; then: tools/lease.py collect <files_at>/records.tgz"
+    )
+
+
+def collect(args: argparse.Namespace) -> None:
+    with tarfile.open(args.records) as packed:
+        members = [m for m in packed.getmembers() if m.isfile() and m.name.startswith("results/")]
+        packed.extractall(REPO, members=members, filter="data")
+    finals = sorted(m.name for m in members if m.name.endswith("final.json"))
+    print(f"{len(finals)} run records into {REPO / 'results'}:", *finals, sep="\n  ")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--configfile", required=True)
+    p.add_argument("--mirror", default="../shared/data")
+    p.add_argument("--cores", type=int, default=2, help="here, for the data jobs")
+    p.add_argument("--gpu-jobs", type=int, default=8, help="there, training jobs sharing the GPU (profiles/local-gpu)")
+    p.add_argument("targets", nargs="+")
+    p.set_defaults(fn=prepare)
+    c = sub.add_parser("collect")
+    c.add_argument("records", type=Path)
+    c.set_defaults(fn=collect)
+    args = parser.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
