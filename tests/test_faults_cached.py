@@ -45,6 +45,17 @@ def test_cut_cached_file_is_refused_naming_it_and_the_fix(cached):
     assert f"rm {cached}" in message and f"from {MIRROR / REL}" in message
 
 
+def test_a_changed_configured_hash_is_named_as_such(cached):
+    """Issue 58: a new sha256 in the config, over a copy unchanged since its fetch, was reported as the copy having
+    changed after it was fetched."""
+    other = dict(REMOTE, sha256="0" * 64)
+    with pytest.raises(FetchError) as err:
+        check_cached(REL, other, cached, FetchSettings(mirror=str(MIRROR)))
+    message = str(err.value)
+    assert message.startswith(f"{cached}: config remotes.{REL}.sha256 now expects sha256 {'0' * 64}, but this copy")
+    assert f"unchanged since (sha256 {REMOTE['sha256']})" in message and f"rm {cached}" in message
+
+
 def test_touched_or_unrecorded_file_is_hashed_once_and_accepted(cached):
     settings = FetchSettings()
     sidecar = cached.with_name(cached.name + ".fetched.json")

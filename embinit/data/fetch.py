@@ -250,6 +250,13 @@ def check_cached(relpath: str, remote: dict, path: str | Path, settings: FetchSe
         return
     source = settings.mirror and Path(settings.mirror) / relpath
     origin = source if source and source.is_file() else remote["url"]
+    if recorded == {"sha256": actual, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}:  # the copy is as fetched
+        where = f"config remotes.{relpath}.sha256" if remote.get("sha256") else f"the lock file {settings.lock}"
+        raise FetchError(
+            f"{path}: {where} now expects sha256 {expected}, but this copy of {relpath} is the one fetched earlier, "
+            f"unchanged since (sha256 {actual}); if the new hash is right, delete the copy (rm {path}) and run again "
+            f"to fetch it from {origin}, else put the old hash back"
+        )
     was = f", {recorded['size']} when fetched" if recorded.get("sha256") == expected else ""
     raise FetchError(
         f"{path}: this cached copy of {relpath} changed after it was fetched ({stat.st_size} bytes{was}; "
