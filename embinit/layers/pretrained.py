@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from embinit.io import atomic_path
+from embinit.layers.initializers import pretrained_upproject
 from embinit.layers.missing import fill_counts, fill_missing
 from embinit.layers.readers import READERS, WORD_ROWS
 
@@ -54,16 +55,27 @@ def _sidecar(vocab: pd.DataFrame, matched, filled, missing: str, missing_params:
 
 def source_rows(vocab: pd.DataFrame, source_cfg: dict, files: dict[str, str]):
     """(N x D rows, matched, pieces or None): the source's row for each vocabulary entry, by its format's reader or
-    its `word_rows` policy (then `pieces[i]` is how many source rows row i averages)."""
+    its `word_rows` policy (then `pieces[i]` is how many source rows row i averages); a source with `up_project`
+    reads its files' `from` columns and maps them to its `dim` (up_projected)."""
     fmt, word_rows, dim = source_cfg["format"], source_cfg.get("word_rows"), int(source_cfg["dim"])
+    up = source_cfg.get("up_project")
+    read_dim = int(up["from"]) if up else dim
     if fmt not in READERS:
         raise ValueError(f"unknown source format {fmt!r}; allowed: {', '.join(READERS)}")
-    if not word_rows:
-        return *READERS[fmt](vocab, files, dim), None
-    if word_rows not in WORD_ROWS:
+    if word_rows and word_rows not in WORD_ROWS:
         raise ValueError(f"unknown source word_rows {word_rows!r}; allowed: {', '.join(WORD_ROWS)}")
-    matrix, pieces = WORD_ROWS[word_rows](vocab, files, dim)
-    return matrix, pieces > 0, pieces
+    if word_rows:
+        matrix, pieces = WORD_ROWS[word_rows](vocab, files, read_dim)
+        matched = pieces > 0
+    else:
+        (matrix, matched), pieces = READERS[fmt](vocab, files, read_dim), None
+    return (up_projected(matrix, dim, int(up["seed"])) if up else matrix), matched, pieces
+
+
+def up_projected(matrix: np.ndarray, dim: int, seed: int) -> np.ndarray:
+    """`matrix`'s d columns mapped to `dim` by one seeded random orthonormal map (Pretrained_UpProject's), the same for
+    every run: each row's norm and every cosine kept, so a d-wide source stands in at a larger D with its geometry."""
+    return pretrained_upproject(matrix, (len(matrix), dim), np.random.default_rng(seed))
 
 
 def extract(
