@@ -7,6 +7,7 @@ from snakemake.utils import min_version
 from embinit.checks import check, check_local_device, check_schema
 from embinit.cluster import check_requests, requests_of
 from embinit.config import add_hub_checkpoints, load
+from embinit.data.preflight import offline_problem
 from embinit.outputs import targeted_outputs
 from embinit.trials import try_entries
 
@@ -58,6 +59,8 @@ rule vocabularies:
 
 
 onstart:
+    if problem := offline_problem(fetched_remotes(workflow.dag.needrun_jobs()), config["mirror"]):
+        raise SystemExit(problem)  # before any job: not a fetch job failing after each retry
     if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
         check_requests(config["cluster"], requests_of(workflow.dag.needrun_jobs()))
         write_pack_lists()

@@ -5,6 +5,7 @@ remotes and the hub."""
 import hashlib
 import re
 import shutil
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,7 +22,7 @@ from conftest import (
     write_config,
 )
 from embinit.data.fetch import FetchError, FetchSettings, fetch
-from embinit.data.preflight import preflight, prefetch, render
+from embinit.data.preflight import offline_problem, preflight, prefetch, render
 from embinit.outputs import targeted_outputs
 from embinit.runsheet import fetched_raw, layer_sheet, run_sheet
 
@@ -291,3 +292,22 @@ def test_first_run_preflight_with_a_half_mirror_fails_and_offline_hub_prints_its
     proc = run_snakemake(["preflight", "--cores", "1", *first_run], cwd=tmp_path)
     assert "preflight: 11 of 11 files ready" in proc.stdout
     assert "Done: preflight." in proc.stdout and "Done. Tables" not in proc.stdout
+
+
+def test_a_run_that_must_download_without_a_network_is_told_what_works_offline(tmp_path):
+    """Issue 58: the design card's command on an offline machine planned 494 jobs and failed 8 fetch jobs one by one;
+    onstart now stops before any job with one message pointing to the mirror, the first run and prefetch."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nothing listens on: the connection is refused at once
+    port = closed.getsockname()[1]
+    closed.close()
+    remotes = {"a/b.txt": {"url": f"http://127.0.0.1:{port}/b.txt"}, "c.whl": {"url": "pypi:x==1#c"}}
+    message = offline_problem(remotes, None)
+    assert message.startswith("1 raw file(s) must be downloaded (a/b.txt), but 127.0.0.1 cannot be reached")
+    assert "--configfile config/first-run.yaml --config mirror=../shared/data" in message and "prefetch" in message
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "b.txt").write_text("x")
+    assert offline_problem(remotes, str(tmp_path)) is None  # the mirror has it: nothing to download
+    with socket.create_server(("127.0.0.1", 0)) as server:  # a host that answers
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/b.txt"
+        assert offline_problem({"a/b.txt": {"url": url}}, None) is None

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import socket
 import subprocess
+import urllib.parse
 import sys
 import urllib.error
 import urllib.request
@@ -243,3 +245,27 @@ def prefetch(remotes: dict[str, dict], raw_dir: str | Path, settings: FetchSetti
             print(f"FAILED {err}", file=sys.stderr, flush=True)
             failures.append(f"{', '.join(batch)}: {err}")
     return failures
+
+
+def offline_problem(remotes: dict[str, dict], mirror: str | None, timeout: float = 5.0) -> str | None:
+    """Why the downloads this run needs cannot happen, before any job: the remotes (by relpath) that the mirror does
+    not hold are http(s) URLs and the first one's host takes no connection within `timeout`; None when they can
+    (or none is needed). The message says what works without internet (README "Offline")."""
+    needed = {rel: r["url"] for rel, r in sorted(remotes.items())
+              if r["url"].startswith(("http://", "https://")) and not (mirror and (Path(mirror) / rel).is_file())}  # fmt: skip
+    if not needed:
+        return None
+    url = urllib.parse.urlsplit(next(iter(needed.values())))
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+        return None
+    except OSError as error:
+        reason = f"{type(error).__name__}: {error}"
+    first = next(iter(needed))
+    return (
+        f"{len(needed)} raw file(s) must be downloaded ({first}{' and more' if len(needed) > 1 else ''}), but "
+        f"{url.hostname} cannot be reached ({reason}). Without internet, run on a mirror directory laid out like "
+        "../shared/data (--config mirror=DIR), e.g. the first run on the PyPI stand-ins: snakemake --cores 2 "
+        "--set-threads train=1 --configfile config/first-run.yaml --config mirror=../shared/data; or download "
+        'everything first where there is internet: snakemake prefetch (README, "The full paper").'
+    )
