@@ -11,6 +11,8 @@ import typing
 from pathlib import Path
 from typing import Iterator
 
+import torch
+
 from embinit.config import (
     ConfigError,
     dim_of,
@@ -26,6 +28,7 @@ from embinit.config import (
 )
 from embinit.extensions import ExtensionError, load as load_extensions, registries
 from embinit.registry import Above, AtLeast, names_of
+from embinit.training.device import require_cuda
 from embinit.layers.initializers import fits_dim, mapping_initializers
 from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe
 from embinit.runsheet import layer_sheet, run_sheet, trained_blocks
@@ -373,10 +376,6 @@ def check_local_device(config: dict) -> None:
     setting = config["train"]["device"]
     if not setting.startswith("cuda"):
         return
-    import torch
-
-    from embinit.training.device import require_cuda
-
     try:
         require_cuda(setting, torch.device(setting))
     except RuntimeError as error:
