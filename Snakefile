@@ -7,7 +7,7 @@ from snakemake.utils import min_version
 from embinit.checks import check, check_local_device, check_schema
 from embinit.cluster import check_requests, requests_of
 from embinit.config import add_hub_checkpoints, load
-from embinit.data.preflight import offline_problem
+from embinit.data.preflight import fetched_remotes, offline_problem
 from embinit.outputs import targeted_outputs
 from embinit.trials import try_entries
 

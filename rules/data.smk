@@ -55,17 +55,6 @@ for _url, _members in ARCHIVES.items():
             "../workflow_scripts/fetch_members.py"
 
 
-def fetched_remotes(jobs):
-    """The remotes, by relpath, that these jobs download (rule fetch's, and an archive rule's members)."""
-    remotes = {}
-    for job in jobs:
-        if job.rule.name == "fetch":
-            remotes[job.wildcards.relpath] = job.params.remote
-        elif job.rule.name.startswith("fetch_"):
-            remotes.update(job.params.remotes)
-    return remotes
-
-
 # The remotes of every raw file the jobs of config `outputs` fetch (the DAG of `all`), by relpath: what prefetch and
 # preflight cover (tests/test_preflight.py compares them with each shipped config's dry run).
 NEEDED_REMOTES = {rel: config["remotes"][rel] for rel in fetched_raw(config, RUNS, LAYERS)}

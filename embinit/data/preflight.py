@@ -247,6 +247,17 @@ def prefetch(remotes: dict[str, dict], raw_dir: str | Path, settings: FetchSetti
     return failures
 
 
+def fetched_remotes(jobs) -> dict[str, dict]:
+    """The remotes, by relpath, that these Snakemake jobs download (rule fetch's, and an archive rule's members)."""
+    remotes = {}
+    for job in jobs:
+        if job.rule.name == "fetch":
+            remotes[job.wildcards.relpath] = job.params.remote
+        elif job.rule.name.startswith("fetch_"):
+            remotes.update(job.params.remotes)
+    return remotes
+
+
 def offline_problem(remotes: dict[str, dict], mirror: str | None, timeout: float = 5.0) -> str | None:
     """Why the downloads this run needs cannot happen, before any job: the remotes (by relpath) that the mirror does
     not hold are http(s) URLs and the first one's host takes no connection within `timeout`; None when they can
