@@ -1,17 +1,21 @@
 """Prove that today's training code trains a committed run as the code that made it did, bit for bit.
 
-    .venv/bin/python tools/prove_training_code.py RECORD [--epochs K] [--rerun DIR] [--mirror ../shared/data]
+    .venv/bin/python tools/prove_training_code.py RECORD [--epochs K] [--rerun DIR] [--old COMMIT] [--mirror DIR]
 
-RECORD is a committed final.json (results/<set>/<block>/<init>/seed<k>/<variant>/final.json). Without --rerun the
-run trains again through the workflow, under its result set's config, in results/proofs/<set>/ (ignored by git),
-single-threaded on the CPU; --epochs K trains and compares only its first K epochs (a long run's prefix); --rerun DIR
-takes a run already trained again there (e.g. by a rebuilt result set). On agreement it writes
-resources/code_proofs/<old>-<new>.json; list <old> in the result set's `accepted_training_code` (docs/reliability.md).
+RECORD is a committed final.json (results/<set>/<block>/<init>/seed<k>/<variant>/final.json) of a CPU run. The run
+trains again under today's code through the workflow, with its result set's config, in results/proofs/<set>/ (ignored
+by git), single-threaded on the CPU as the committed CPU runs were (--rerun DIR: a run already trained so), and is
+compared with the record. Where this CPU does not reproduce the record (its floating-point kernels are not the
+record's machine's), --old COMMIT, the commit that made the record, trains it again here in a git worktree, and today's
+run is compared with that one. --epochs K: only the first K epochs of both (a long run's prefix). On agreement it
+writes resources/code_proofs/<old>-<new>.json; list <old> in the result set's `accepted_training_code`
+(docs/reliability.md, "Code in a run's identity").
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from embinit.proofs import prove
+from embinit.proofs import prove, training_code_of
 
 REPO = Path(__file__).resolve().parent.parent
 PROOFS = REPO / "resources" / "code_proofs"
@@ -34,21 +38,30 @@ def result_set_config(record: Path) -> Path:
     sys.exit(f"{record}: no config/*.yaml has a results_dir that holds it")
 
 
-def retrain(record: Path, epochs: int | None, mirror: str) -> Path:
-    """Train the record's run again in results/proofs/<set>/ through the workflow; its run directory."""
+def retrain(record: Path, epochs: int | None, mirror: str, code: Path = REPO) -> Path:
+    """Train the record's run again through the workflow of `code` (this checkout, or a worktree of an older commit),
+    in its results/proofs/<set>/, single-threaded; its run directory."""
     configfile = result_set_config(record)
     results_dir = yaml.safe_load(configfile.read_text(encoding="utf-8"))["results_dir"]
     run = record.parent.relative_to(REPO / results_dir)
-    block = run.parts[0]
     proof_dir = f"results/proofs/{Path(results_dir).name}"
-    override = {"results_dir": proof_dir} | ({"blocks": {block: {"epochs": epochs}}} if epochs else {})
+    override = {"results_dir": proof_dir} | ({"blocks": {run.parts[0]: {"epochs": epochs}}} if epochs else {})
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         yaml.safe_dump(override, handle)
     target = f"{proof_dir}/{run}/final.json"
-    command = [sys.executable, "-m", "snakemake", "--cores", "1", "--set-threads", "train=1", "--configfile",
-               str(configfile), handle.name, "--config", f"mirror={mirror}", "--forcerun", target, "--", target]  # fmt: skip
-    subprocess.run(command, cwd=REPO, check=True)
-    return REPO / proof_dir / run
+    command = [sys.executable, "-m", "snakemake", target, "--cores", "1", "--set-threads", "train=1", "--forcerun",
+               "train", "--configfile", str(code / configfile.relative_to(REPO)), handle.name, "--config",
+               f"mirror={Path(mirror).resolve()}"]  # fmt: skip
+    subprocess.run(command, cwd=code, env={**os.environ, "PYTHONPATH": str(code)}, check=True)
+    return code / proof_dir / run
+
+
+def worktree(commit: str) -> Path:
+    """A git worktree of `commit` beside the system's temporary files (made once)."""
+    path = Path(tempfile.gettempdir()) / f"embinit-proof-{commit}"
+    if not path.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(path), commit], cwd=REPO, check=True)
+    return path
 
 
 def main() -> None:
@@ -56,12 +69,18 @@ def main() -> None:
     parser.add_argument("record", type=Path)
     parser.add_argument("--epochs", type=int, help="compare only the first K epochs (a prefix of a long run)")
     parser.add_argument("--rerun", type=Path, help="a run directory already trained again under today's code")
+    parser.add_argument("--old", metavar="COMMIT", help="the commit that made the record, trained again here")
     parser.add_argument("--mirror", default="../shared/data")
     args = parser.parse_args()
     record = args.record.resolve()
     new = args.rerun or retrain(record, args.epochs, args.mirror)
+    old, source = record.parent, "record"
+    if args.old:
+        old, source = retrain(record, args.epochs, args.mirror, worktree(args.old)), f"commit {args.old}"
+        if training_code_of(old) == training_code_of(new):
+            sys.exit(f"{args.old} trains with today's training code {training_code_of(new)[:8]}: nothing to prove")
     try:
-        path = prove(record.parent, new, str(record.relative_to(REPO)), args.epochs, PROOFS)
+        path = prove(old, new, str(record.relative_to(REPO)), args.epochs, PROOFS, source)
     except ValueError as error:
         sys.exit(str(error))
     print(f"proof written: {path.relative_to(REPO)}")
