@@ -96,7 +96,7 @@ exit $status
 def prepare(args: argparse.Namespace) -> None:
     sm = [sys.executable, "-m", "snakemake", "--cores", str(args.cores)]
     # the data, vocabularies and pre-trained matrices the runs need, here (the layers are built there: smaller)
-    subprocess.run([*sm, "--omit-from", *RULES, *snakemake_args(args.configfile, args.mirror, args.targets)],
+    subprocess.run([*sm, "--rerun-incomplete", "--omit-from", *RULES, *snakemake_args(args.configfile, args.mirror, args.targets)],
                    cwd=REPO, check=True)  # fmt: skip
     kept = wheels(LEASE / "wheels")
     blocks = block_dirs(args.configfile, args.targets)
