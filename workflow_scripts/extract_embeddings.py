@@ -28,4 +28,5 @@ with job_log(snakemake.log[0]):
         out.meta,
         missing_params=p.missing_params,
         auxiliary=getattr(p, "auxiliary", {}),
+        source_name=snakemake.config["blocks"][snakemake.wildcards.block]["sources"][snakemake.wildcards.side],
     )

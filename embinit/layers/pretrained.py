@@ -88,6 +88,7 @@ def extract(
     out_meta_parquet: str,
     missing_params: dict | None = None,
     auxiliary: dict[str, dict] | None = None,
+    source_name: str | None = None,
 ) -> dict:
     """Write the N x D float32 pre-trained matrix of a vocabulary and its sidecar (index, token, matched, filled).
 
@@ -95,7 +96,7 @@ def extract(
     embinit.layers.missing.MISSING_POLICIES entry that fills the rows the source lacks, with `missing_params` (config
     `embeddings.missing_params`); `auxiliary` maps each other source the policy reads (`source_names`, e.g.
     `focus`'s auxiliary space) to {"source": its config entry, "files": its file roles' local paths}, read only
-    when the policy asks. The sidecar's `filled` column says what gave each row (`fill_missing`), and its
+    when the policy asks; `source_name`, the entry's key, prefixes a reader's error. The sidecar's `filled` column says what gave each row (`fill_missing`), and its
     file metadata holds the policy (`embinit.missing`) and its parameters (`embinit.missing_params`, JSON).
     Returns the match report: n, dim, matched, missing, pct (matched, % of all N rows, specials included),
     filled_by (the policy) and the missing rows' `fill_counts`; for a source with `word_rows` (a word vocabulary
@@ -104,7 +105,12 @@ def extract(
     """
     missing_params, auxiliary = dict(missing_params or {}), dict(auxiliary or {})
     vocab = _read_vocab(vocab_path)
-    matrix, matched, pieces = source_rows(vocab, source_cfg, files)
+    try:
+        matrix, matched, pieces = source_rows(vocab, source_cfg, files)
+    except ValueError as error:  # a file that does not fit its config entry (dim, weights): named by its key
+        if source_name is None:
+            raise
+        raise ValueError(f"config key sources.{source_name}: {error}") from None
     n_matched = int(matched.sum())
     if n_matched == 0:
         raise ValueError(f"no vocabulary token of {vocab_path} was found in {', '.join(files.values())}")
