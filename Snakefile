@@ -59,8 +59,10 @@ rule vocabularies:
 
 
 onstart:
-    if problem := offline_problem(fetched_remotes(workflow.dag.needrun_jobs()), config["mirror"]):
-        raise SystemExit(problem)  # before any job: not a fetch job failing after each retry
+    # no mirror and no network: one message before any job, not each fetch job failing after its retries (with a
+    # mirror, a file it lacks fails its own fetch job, whose log names the mirror's path and prefetch)
+    if not config["mirror"] and (problem := offline_problem(fetched_remotes(workflow.dag.needrun_jobs()), None)):
+        raise SystemExit(problem)
     if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
         check_requests(config["cluster"], requests_of(workflow.dag.needrun_jobs()))
         write_pack_lists()
