@@ -37,8 +37,7 @@ def numbers(run_dir: str | os.PathLike, epochs: int | None = None) -> dict:
     rows = metrics.drop(columns=[c for c in TIME_COLUMNS if c in metrics]).to_dict("records")
     if epochs is not None:
         return {"metrics": rows}
-    final = json.loads((run_dir / "final.json").read_text(encoding="utf-8"))
-    return {"final": {k: v for k, v in final.items() if k not in PLACE_FIELDS}, "metrics": rows}
+    return {"final": {k: v for k, v in _record(run_dir).items() if k not in PLACE_FIELDS}, "metrics": rows}
 
 
 def _same(a, b) -> bool:
@@ -64,8 +63,12 @@ def differences(old: dict, new: dict) -> list[str]:
     return found
 
 
+def _record(run_dir: str | os.PathLike) -> dict:
+    return json.loads((Path(run_dir) / "final.json").read_text(encoding="utf-8"))
+
+
 def training_code_of(run_dir: str | os.PathLike) -> str:
-    return json.loads((Path(run_dir) / "final.json").read_text(encoding="utf-8"))["training_code"]
+    return _record(run_dir)["training_code"]
 
 
 def prove(old_dir, new_dir, record: str, epochs: int | None, proofs_dir, source: str = "record") -> Path:
@@ -76,20 +79,16 @@ def prove(old_dir, new_dir, record: str, epochs: int | None, proofs_dir, source:
     found = differences(old, new)
     if found:
         raise ValueError(f"{record}: the two runs differ, so no proof:\n" + "\n".join(found[:20]))
-    was, now = training_code_of(old_dir), training_code_of(new_dir)
+    was, now = _record(old_dir), _record(new_dir)
     proof = {
-        "old": {"training_code": was, "numbers": old, "source": source, "device": _device(old_dir)},
-        "new": {"training_code": now, "numbers": new, "device": _device(new_dir)},
+        "old": {"training_code": was["training_code"], "numbers": old, "source": source, "device": was["device"]},
+        "new": {"training_code": now["training_code"], "numbers": new, "device": now["device"]},
         "record": record,
         "epochs": "all" if epochs is None else epochs,
     }
-    path = Path(proofs_dir) / f"{was[:8]}-{now[:8]}.json"
+    path = Path(proofs_dir) / f"{was['training_code'][:8]}-{now['training_code'][:8]}.json"
     write_text_atomic(path, json.dumps(proof, indent=1, sort_keys=True, default=str) + "\n")
     return path
-
-
-def _device(run_dir) -> str:
-    return json.loads((Path(run_dir) / "final.json").read_text(encoding="utf-8"))["device"]
 
 
 def load_proofs(proofs_dir: str | os.PathLike) -> list[dict]:

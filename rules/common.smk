@@ -218,8 +218,7 @@ def run_inputs(wc):
     task = task_of(wc.block)
     inputs = {split: block_path(TOKENIZED, wc.block, split=split) for split in task_splits(task)}
     record = fill(FINAL, block=wc.block, init=wc.init, seed=wc.seed, variant=wc.variant)
-    code = code_stale_reason(record, TRAINING_CODE, config["accepted_training_code"])
-    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_params(wc), problem=code)
+    inputs["plan"] = plan(plan_path(wc, f"run_{wc.variant}"), record, train_params(wc), problem=code_problem(record))
     for side in sides_of(config, wc.block):
         inputs[f"emb_{side}"] = fill(EMBEDDING, block=wc.block, init=wc.init, seed=wc.seed, side=side)
     if evaluated_splits(config, task):  # BLEU's
@@ -268,9 +267,14 @@ def targeted_runs():
 def needs_training(run):
     """Whether a run's record is missing or stale (what its plan says; Snakemake may rerun a run for more)."""
     record = run_file(FINAL, run)
-    if not Path(record).is_file() or code_stale_reason(record, TRAINING_CODE, config["accepted_training_code"]):
+    if not Path(record).is_file() or code_problem(record):
         return True
     return stale_reason(record, train_params(run_wildcards(run))) is not None
+
+
+def code_problem(record):
+    """Why a run's record is stale for its training code (embinit.records.code_stale_reason), or None."""
+    return code_stale_reason(record, TRAINING_CODE, config["accepted_training_code"])
 
 
 def run_wildcards(run):

@@ -209,21 +209,28 @@ box.value = "pretrained"; box.dispatchEvent(new Event("input"));
 </script>"""
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (apt-get install chromium)")
-def test_the_run_tables_page_sorts_and_filters_in_headless_chromium(first_run_rows, tmp_path):
-    table = run_table(first_run_rows)
-    page = html_page(table, "Runs")
-    assert "src=" not in page and "href=" not in page  # nothing loaded from elsewhere
-    (tmp_path / "runs.html").write_text(page.replace("</body>", CLICKS + "</body>"))
+def rendered(page, script: str, folder) -> tuple[str, list[list[tuple[str, str]]]]:
+    """The page's DOM after headless Chromium ran `script` on it, and its body's cells ((data-v, text) per cell)."""
+    (folder / "runs.html").write_text(page.replace("</body>", script + "</body>"))
     dom = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (tmp_path / "runs.html").as_uri()],
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (folder / "runs.html").as_uri()],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     ).stdout
     body = dom.split("<tbody>")[1].split("</tbody>")[0]
-    rows = [re.findall(r"<td(?: data-v=\"([^\"]*)\")?>([^<]*)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", body)]
+    return dom, [
+        re.findall(r"<td(?: data-v=\"([^\"]*)\")?>([^<]*)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", body)
+    ]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (apt-get install chromium)")
+def test_the_run_tables_page_sorts_and_filters_in_headless_chromium(first_run_rows, tmp_path):
+    table = run_table(first_run_rows)
+    page = html_page(table, "Runs")
+    assert "src=" not in page and "href=" not in page  # nothing loaded from elsewhere
+    dom, rows = rendered(page, CLICKS, tmp_path)
     column = list(table.columns)
     kept = table[table.initializer.str.lower().str.contains("pretrained")]
     assert len(rows) == len(kept) == 6 and f"{len(kept)} of {len(table)} runs" in dom
@@ -240,21 +247,8 @@ def test_blank_cells_sort_last_both_ways_in_headless_chromium(first_run_rows, tm
     column = list(table.columns).index("best_valid_loss")
     for clicks, ordered in ((1, sorted), (2, lambda v: sorted(v, reverse=True))):
         click = f'document.querySelectorAll("thead th button")[{column}].click();' * clicks
-        (tmp_path / "runs.html").write_text(
-            html_page(table, "Runs").replace("</body>", f"<script>{click}</script></body>")
-        )
-        dom = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (tmp_path / "runs.html").as_uri()],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-        body = dom.split("<tbody>")[1].split("</tbody>")[0]
-        cells = [
-            re.findall(r"<td(?: data-v=\"([^\"]*)\")?>([^<]*)</td>", tr)[column]
-            for tr in re.findall(r"<tr>(.*?)</tr>", body)
-        ]
+        _, rows = rendered(html_page(table, "Runs"), f"<script>{click}</script>", tmp_path)
+        cells = [row[column] for row in rows]
         values = [v or text for v, text in cells]
         assert values[-2:] == ["", ""], values
         assert [float(v) for v in values[:-2]] == ordered(table.best_valid_loss.dropna())

@@ -80,14 +80,16 @@ RUN_SH = """#!/usr/bin/env bash
 # Written by tools/lease.py prepare: the workflow on this GPU machine, then every record it wrote packed in one file.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .lease/wheels/*.whl || exit
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \\
+    .lease/wheels/*.whl || exit
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -m snakemake --profile profiles/local-gpu --resources gpu_jobs={gpu_jobs} --scheduler greedy --allowed-rules {rules} {args}
+python3 -m snakemake --profile profiles/local-gpu --resources gpu_jobs={gpu_jobs} --scheduler greedy \\
+    --allowed-rules {rules} {args}
 status=$?
 out=${{OUT:-.}}
-find {results} -path '*/seed*/*' \\( -name final.json -o -name metrics.parquet -o -name 'test.*.txt' -o -name train.log \\) \\
-    -newer .lease/run.sh -print0 | tar -czf "$out/records.tgz" --null -T -
+find {results} -path '*/seed*/*' \\( -name final.json -o -name metrics.parquet -o -name 'test.*.txt' \\
+    -o -name train.log \\) -newer .lease/run.sh -print0 | tar -czf "$out/records.tgz" --null -T -
 tar -tzf "$out/records.tgz" | grep -c final.json | sed 's/$/ run records packed/'
 exit $status
 """
@@ -96,8 +98,10 @@ exit $status
 def prepare(args: argparse.Namespace) -> None:
     sm = [sys.executable, "-m", "snakemake", "--cores", str(args.cores)]
     # the data, vocabularies and pre-trained matrices the runs need, here (the layers are built there: smaller)
-    subprocess.run([*sm, "--rerun-incomplete", "--omit-from", *RULES, *snakemake_args(args.configfile, args.mirror, args.targets)],
-                   cwd=REPO, check=True)  # fmt: skip
+    data_stage = ["--rerun-incomplete", "--omit-from", *RULES]
+    subprocess.run(
+        [*sm, *data_stage, *snakemake_args(args.configfile, args.mirror, args.targets)], cwd=REPO, check=True
+    )
     kept = wheels(LEASE / "wheels")
     blocks = block_dirs(args.configfile, args.targets)
     there = " ".join(map(shlex.quote, snakemake_args(args.configfile, None, args.targets)))

@@ -96,8 +96,9 @@ def extract(
     embinit.layers.missing.MISSING_POLICIES entry that fills the rows the source lacks, with `missing_params` (config
     `embeddings.missing_params`); `auxiliary` maps each other source the policy reads (`source_names`, e.g.
     `focus`'s auxiliary space) to {"source": its config entry, "files": its file roles' local paths}, read only
-    when the policy asks; `source_name`, the entry's key, prefixes a reader's error. The sidecar's `filled` column says what gave each row (`fill_missing`), and its
-    file metadata holds the policy (`embinit.missing`) and its parameters (`embinit.missing_params`, JSON).
+    when the policy asks; `source_name`, the entry's key, prefixes a reader's error. The sidecar's `filled` column
+    says what gave each row (`fill_missing`), and its file metadata holds the policy (`embinit.missing`) and its
+    parameters (`embinit.missing_params`, JSON).
     Returns the match report: n, dim, matched, missing, pct (matched, % of all N rows, specials included),
     filled_by (the policy) and the missing rows' `fill_counts`; for a source with `word_rows` (a word vocabulary
     from a sub-word source, embinit.layers.readers.WORD_ROWS) also word_rows, one_piece and several_pieces (the
