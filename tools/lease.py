@@ -2,12 +2,12 @@
 
     .venv/bin/python tools/lease.py prepare --configfile config/paper-scale-cpu.yaml [--mirror DIR] -- TARGET ...
     (there, in a copy of this checkout with the paths `prepare` lists)   bash .lease/run.sh
-    .venv/bin/python tools/lease.py collect records.tgz
+    .venv/bin/python tools/lease.py collect records-run.tgz
 
 `prepare` (here, with internet or the mirror) writes .lease/ (ignored by git): the wheels of snakemake and what it
 needs beyond the GPU machine's Python packages (Python 3.12, x86-64); run.sh, which installs them beside that Python,
 runs `snakemake --profile profiles/local-gpu` on the targets with the rules that build layers and train (nothing
-fetched), and packs every run record it wrote into $OUT/records.tgz (or ./records.tgz); and carry.txt, the ignored
+fetched), and packs every run record it wrote into $OUT/records-<script>.tgz (or ./records-<script>.tgz); and carry.txt, the ignored
 paths the machine needs: the vocabularies, tokenized splits and BLEU references, and each block's extracted
 pre-trained matrix, built here first. `collect` unpacks the records into the results directory, each as the train
 rule wrote it, and lists them (docs/performance.md, "Training on a lent or rented GPU").
@@ -35,7 +35,8 @@ THERE = set(
     "typing-extensions urllib3 wrapt pulp".split()
 )
 SDIST_ONLY = ("connection_pool",)  # snakemake needs it, PyPI has no wheel of it: built here (pure Python)
-PACKAGES = ("snakemake", "jsonschema")  # what the workflow imports that the machine lacks, their needs followed
+# what the workflow imports that the machine lacks (its huggingface_hub is older), their needs followed
+PACKAGES = ("snakemake", "jsonschema", "huggingface_hub")
 # What the train and layer jobs read: the data stage's outputs and the extracted pre-trained matrices
 DATA_PATHS = ("data/vocab", "data/tokenized", "data/references")
 RULES = ("initialize_embedding", "train")
@@ -84,13 +85,14 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     .lease/wheels/*.whl || exit
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -m snakemake --profile profiles/local-gpu --resources gpu_jobs={gpu_jobs} --scheduler greedy \\
-    --allowed-rules {rules} {args}
+# stopped (SIGTERM: jobs cancelled, their partial outputs removed) in time to pack what finished
+timeout --kill-after=30 {time_limit} python3 -m snakemake --profile profiles/local-gpu --cores "$(nproc)" \\
+    --resources gpu_jobs={gpu_jobs} --scheduler greedy --allowed-rules {rules} {args}
 status=$?
 out=${{OUT:-.}}
 find {results} -path '*/seed*/*' \\( -name final.json -o -name metrics.parquet -o -name 'test.*.txt' \\
-    -o -name train.log \\) -newer .lease/run.sh -print0 | tar -czf "$out/records.tgz" --null -T -
-tar -tzf "$out/records.tgz" | grep -c final.json | sed 's/$/ run records packed/'
+    -o -name train.log \\) -newer .lease/{script} -print0 | tar -czf "$out/records-{stem}.tgz" --null -T -
+tar -tzf "$out/records-{stem}.tgz" | grep -c final.json | sed 's/$/ run records packed/'
 exit $status
 """
 
@@ -105,17 +107,21 @@ def prepare(args: argparse.Namespace) -> None:
     kept = wheels(LEASE / "wheels")
     blocks = block_dirs(args.configfile, args.targets)
     there = " ".join(map(shlex.quote, snakemake_args(args.configfile, None, args.targets)))
-    run_sh = LEASE / "run.sh"
+    run_sh = LEASE / args.script
     run_sh.write_text(
-        RUN_SH.format(rules=" ".join(RULES), args=there, results=" ".join(blocks), gpu_jobs=args.gpu_jobs),
+        RUN_SH.format(rules=" ".join(RULES), args=there, results=" ".join(blocks), gpu_jobs=args.gpu_jobs,
+                      script=args.script, stem=Path(args.script).stem, time_limit=args.time_limit),
         encoding="utf-8",
-    )
-    carry = [".lease", *DATA_PATHS, *blocks]
-    (LEASE / "carry.txt").write_text("\n".join(carry) + "\n", encoding="utf-8")
+    )  # fmt: skip
+    carry_txt = LEASE / "carry.txt"  # every script's paths: one call carries what any of them needs
+    before = carry_txt.read_text(encoding="utf-8").split() if carry_txt.exists() else []
+    carry = list(dict.fromkeys([".lease", *DATA_PATHS, *before, *blocks]))
+    carry_txt.write_text("\n".join(carry) + "\n", encoding="utf-8")
     size = subprocess.run(["du", "-shc", *carry], cwd=REPO, capture_output=True, text=True).stdout.splitlines()[-1]
     print(f"{len(kept)} wheels in .lease/wheels; carry ({size.split()[0]} with the tracked files beside): {carry}")
     print(
-        "device call: command 'bash .lease/run.sh', carry as above; then: tools/lease.py collect <files_at>/records.tgz"
+        f"device call: command 'bash .lease/{args.script}', carry as above; then: "
+        "tools/lease.py collect <files_at>/records-<script>.tgz"
     )
 
 
@@ -135,6 +141,8 @@ def main() -> None:
     p.add_argument("--mirror", default="../shared/data")
     p.add_argument("--cores", type=int, default=2, help="here, for the data jobs")
     p.add_argument("--gpu-jobs", type=int, default=8, help="there, training jobs sharing the GPU (profiles/local-gpu)")
+    p.add_argument("--script", default="run.sh", help="its name in .lease/ (one per result set or call)")
+    p.add_argument("--time-limit", type=int, default=3_000_000, help="seconds snakemake runs there before the packing")
     p.add_argument("targets", nargs="+")
     p.set_defaults(fn=prepare)
     c = sub.add_parser("collect")
