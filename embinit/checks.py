@@ -68,8 +68,8 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
     position encodings; an initializer is a registry entry or a named setting (`initializer_params.<name>.entry`); a
     missing-row policy's parameter annotated `NameOf` (`focus`'s source and fallback), as set or by default.
     An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`, `initializers`, `variant(s)`,
-    `seeds` (by block), `seeds_by_variant`, `controls` (block -> block, among its `blocks`) and `questions` (a
-    remote)."""
+    `seeds` (by block), `seeds_by_variant`, `seeds_by_initializer` (initializer -> variant), `controls` (block ->
+    block, among its `blocks`) and `questions` (a remote)."""
     inits, policies, blocks = registries["initializer"], registries["missing-row policy"], config["blocks"]
     settings = [name for name, params in config["initializer_params"].items() if "entry" in params]
     named = [*inits, *settings]  # registry entries and the config's named settings
@@ -121,6 +121,10 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
         yield from (
             (f"{key}.seeds_by_variant.{v}", v, section["variants"]) for v in section.get("seeds_by_variant", {})
         )
+        for init, seeds in section.get("seeds_by_initializer", {}).items():
+            yield f"{key}.seeds_by_initializer.{init}", init, section.get("initializers", config["initializers"])
+            for v in seeds if isinstance(seeds, dict) else {}:
+                yield f"{key}.seeds_by_initializer.{init}.{v}", v, section.get("variants", ["base"])
 
 
 def check(config: dict) -> None:

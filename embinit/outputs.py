@@ -107,7 +107,7 @@ def seeded_tables() -> list[int]:
 
 def _seeded_runs(name: str) -> Callable[[dict], dict]:
     """Config section `name`'s selection of one block: its initializers and variants, and seeds where a cell has
-    fewer (or more) runs than the block (`seeds`, `seeds_by_variant`)."""
+    fewer (or more) runs than the block (`seeds`, `seeds_by_variant`, `seeds_by_initializer`)."""
 
     def runs(config: dict) -> dict:
         section = config[name]
@@ -117,6 +117,7 @@ def _seeded_runs(name: str) -> Callable[[dict], dict]:
             "variants": section["variants"],
             "seeds": section.get("seeds"),
             "seeds_by_variant": section.get("seeds_by_variant", {}),
+            "seeds_by_initializer": section.get("seeds_by_initializer", {}),
         }
 
     return runs
@@ -172,6 +173,7 @@ OUTPUTS: dict[str, Output] = {
             runs=lambda config: {
                 "blocks": config["run_blocks"],
                 "initializers": [i for i in config["initializers"] if i != "Xavier_Pretrained"],
+                "seeds_by_initializer": config.get("table1", {}).get("seeds_by_initializer", {}),
             },
             seeded=True,
             compared=True,

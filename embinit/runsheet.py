@@ -51,7 +51,7 @@ Run = tuple[str, str, int, str]  # block, initializer, seed, variant
 def selections(config: dict) -> list[dict]:
     """Which runs each output that shows runs selects (embinit.outputs): its blocks, initializers (None: each
     block's own), variants and seeds (None: each block's; an int: the first that many; a dict: per block, as Figure 1's
-    five-seed GloVe panel), and seeds per variant where a cell has more runs than the others (`seeds_by_variant`)."""
+    five-seed GloVe panel), and seeds per cell where a cell has more or fewer runs than the others (`cell_seeds`)."""
     return [{"output": name, **out.runs(config)} for name, out in OUTPUTS.items() if out.runs]
 
 
@@ -69,6 +69,14 @@ def _seeds(config: dict, block: str, seeds) -> list[int]:
     if isinstance(seeds, dict):
         return list(range(seeds.get(block, len(seeds_of(config, block)))))
     return seeds_of(config, block)[:seeds]
+
+
+def cell_seeds(selection: dict, init: str, variant: str):
+    """How many seeds a selection takes of one cell: its initializer's `seeds_by_initializer` (a number, or one per
+    variant), else its variant's `seeds_by_variant`, else `seeds` (None: the block's)."""
+    by_variant = selection.get("seeds_by_variant", {}).get(variant, selection.get("seeds"))
+    own = selection.get("seeds_by_initializer", {}).get(init, by_variant)
+    return own.get(variant, by_variant) if isinstance(own, dict) else own
 
 
 def describe(config: dict, block: str, init: str, seed: int, variant: str) -> dict:
@@ -123,7 +131,7 @@ def run_sheet(config: dict, paths: dict[str, str], recorded: list[Run] = ()) -> 
         for block in sel["blocks"]
         for init in _initializers(config, block, sel.get("initializers"))
         for variant in sel.get("variants", ["base"])
-        for seed in _seeds(config, block, sel.get("seeds_by_variant", {}).get(variant, sel.get("seeds")))
+        for seed in _seeds(config, block, cell_seeds(sel, init, variant))
     ]
     shown_in: dict[Run, dict[str, None]] = {}
     for r in rows:

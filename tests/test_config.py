@@ -158,6 +158,15 @@ def test_initializer_params_accept_every_allowed_value():
         ({"figure1": {"blocks": ["multi30k_glove", "nope"]}}, "config key figure1.blocks[1]: unknown name 'nope'"),
         ({"figure1": {"seeds": {"multi30k_glvoe": 5}}}, "config key figure1.seeds.multi30k_glvoe: unknown name"),
         ({"table3": {"seeds_by_variant": {"frozn": 3}}}, "config key table3.seeds_by_variant.frozn: unknown name"),
+        ({"table3": {"seeds_by_initializer": {"GloVe": 1}}}, "config key table3.seeds_by_initializer.GloVe: unknown"),
+        (
+            {"table3": {"seeds_by_initializer": {"Pretrained": {"nopos": 0, "frozn": 1}}}},
+            "config key table3.seeds_by_initializer.Pretrained.frozn: unknown name",
+        ),
+        (
+            {"table1": {"seeds_by_initializer": {"Pretrained_Xavir": 1}}},
+            "config key table1.seeds_by_initializer.Pretrai",
+        ),
         (
             {"table4": {"block": "sst2_glove", "side": "decoder"}},
             "config key table4.side: unknown name 'decoder'; allowed: encoder",

@@ -18,7 +18,7 @@ from embinit.config import initializers_of, lr_variants, scaled_initializers, se
 from embinit.reports.runs import run_table
 from embinit.proofs import load_proofs, proof_chain, proof_problems
 from embinit.records import code_stale_reason, stale_reason
-from embinit.runsheet import plotted, recorded_runs, run_sheet
+from embinit.runsheet import cell_seeds, plotted, recorded_runs, run_sheet
 from embinit.specs import train_spec
 from embinit.training.checkpoint import code_digest
 
@@ -69,12 +69,6 @@ def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
         assert_row_recomputes(table, row, runs)
 
 
-def seeds_in(section: dict, variant: str) -> int | None:
-    """How many seeds an output's `section` takes of `variant`'s runs, as the run sheet selects them:
-    `seeds_by_variant`, else `seeds`, else (None) the block's."""
-    return section.get("seeds_by_variant", {}).get(variant, section.get("seeds"))
-
-
 @pytest.mark.parametrize("result_set", ["offline-cpu", "paper-scale-cpu"])
 def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(result_set):
     """Table 3 takes the first `table3.seeds` seeds of each cell (config/<result_set>.yaml), or of a variant's
@@ -89,7 +83,7 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
     assert set(map(tuple, cells.values)) == {("True", "True"), ("True", "False"), ("False", "True"), ("False", "False")}
     assert set(table.block) == {block}
     for row in table.itertuples():
-        seeds = seeds_of(config, block)[: seeds_in(config["table3"], row.variant)]
+        seeds = seeds_of(config, block)[: cell_seeds(config["table3"], row.initializer, row.variant)]
         assert row.n_seeds == len(seeds), (row.initializer, row.variant)
         runs = [RESULTS / result_set / block / row.initializer / f"seed{k}" / row.variant / "final.json" for k in seeds]
         records = assert_row_recomputes(table_path, row, runs)
@@ -272,7 +266,7 @@ def test_recipe_ablation_recomputes_from_its_runs_records(result_set):
     assert list(table.variant) == section["variants"]
     for row in table.itertuples():
         finals = run_finals(RESULTS / result_set, section["block"], "Xavier", row.variant)[
-            : seeds_in(section, row.variant)
+            : cell_seeds(section, "Xavier", row.variant)
         ]
         records = [json.loads(f.read_text()) for f in finals]
         assert len(records) == row.n_seeds, row.variant

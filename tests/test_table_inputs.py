@@ -74,6 +74,17 @@ def test_table5_reads_the_base_runs_it_counts(planned_inputs):
     assert {path.split("/")[2] for path in inputs} == set(table.block)
 
 
+def test_seeds_by_initializer_give_a_column_fewer_seeds_and_leave_a_cell_out():
+    """A column whose runs are still arriving (issue 56's GloVe columns at paper scale): its number over every cell, a
+    per-variant number over that cell, 0 leaves the cell out, and the other columns keep their seeds."""
+    from embinit.runsheet import cell_seeds
+
+    section = {"seeds": 1, "seeds_by_variant": {"base": 3}, "seeds_by_initializer": {"P": 2, "PX": {"nopos": 0}}}
+    assert [cell_seeds(section, "X", v) for v in ("base", "nopos")] == [3, 1]
+    assert [cell_seeds(section, "P", v) for v in ("base", "nopos")] == [2, 2]
+    assert [cell_seeds(section, "PX", v) for v in ("base", "nopos")] == [3, 0]
+
+
 def test_table3_seeds_by_variant_give_one_cell_more_seeds():
     """Paper scale's frozen + P and trainable + P cells over 3 seeds while the no-P cells keep 1 (issues 33, 40), and
     the recipe ablation's two single-change variants over 1 while its other cells take the block's 3."""
@@ -89,6 +100,15 @@ def test_table3_seeds_by_variant_give_one_cell_more_seeds():
     def seeds(output: str) -> dict:
         return sheet[sheet.output == output].groupby("variant").seed.apply(list).to_dict()
 
-    assert seeds("table3") == {"base": [0, 1, 2], "frozen": [0, 1, 2], "nopos": [0], "nopos_frozen": [0]}
+    xavier = sheet[(sheet.output == "table3") & (sheet.initializer == "Xavier")]
+    assert xavier.groupby("variant").seed.apply(list).to_dict() == {
+        "base": [0, 1, 2], "frozen": [0, 1, 2], "nopos": [0], "nopos_frozen": [0]
+    }  # fmt: skip
+    glove = sheet[(sheet.output == "table3") & (sheet.initializer != "Xavier")]
+    assert {cell: sorted(g.seed) for cell, g in glove.groupby(["initializer", "variant"])} == {
+        **{("Pretrained", v): [0] for v in ("base", "frozen", "nopos", "nopos_frozen")},
+        ("Pretrained_Xavier", "base"): [0],
+        ("Pretrained_Xavier", "frozen"): [0],
+    }  # the GloVe columns' runs so far: seed 0, GloVe_Xavier without its no-P cells
     three = {v: [0, 1, 2] for v in ("frozen_legacy", "frozen", "base_legacy", "base")}
     assert seeds("recipe_ablation") == three | {"frozen_legacy_model": [0], "frozen_bucketed": [0]}
