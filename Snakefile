@@ -1,6 +1,7 @@
 # Reproduction of "On Initializing Transformers with Pre-trained Embeddings" (arXiv 2407.12514).
 # Stages, each a folder of embinit/ and a rule file (docs/design.md): data -> layers -> (models) training -> reports.
 import os
+import sys
 
 from snakemake.utils import min_version
 
@@ -39,6 +40,19 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+
+
+# A run while another holds the results dir: said before the DAG, where Snakemake would call the other run's unfinished
+# jobs incomplete files and suggest --rerun-incomplete over them (whether this is a dry run is not known yet, and a
+# dry run may look on; a real one stops at onstart); a pack's own Snakemake (--nolock) runs under its holder
+if workflow.is_main_process and "--nolock" not in sys.argv and (holder := RESULTS_LOCK.holder()):
+    print(
+        f"embinit: results directory {RES} is in use by {holder}: a run started here stops before its first job, and "
+        "the jobs that run is running are not incomplete files (no --rerun-incomplete over them)",
+        file=sys.stderr,
+    )
+
+
 include: "rules/data.smk"
 include: "rules/layers.smk"
 include: "rules/training.smk"

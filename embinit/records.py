@@ -199,6 +199,15 @@ class ResultsLock:
         handle.flush()
         self._file = handle
 
+    def holder(self) -> str | None:
+        """Who holds the lock now ("snakemake pid ... on ... in ..."), else None; takes nothing."""
+        try:
+            self.acquire()
+        except RuntimeError:
+            return self.path.read_text(encoding="utf-8").strip() or "another process"
+        self.release()
+        return None
+
     def release(self) -> None:
         if self._file is not None:
             self._file.close()  # closing drops the flock; the file stays, empty of meaning

@@ -120,7 +120,7 @@ def test_glove_malformed_line_names_file_and_line_and_leaves_no_output(tmp_path,
 
 
 def test_glove_dim_mismatch_names_file(tmp_path):
-    with pytest.raises(ValueError, match=r"glove\.txt: vectors have 3 values but the source's dim is 4"):
+    with pytest.raises(ValueError, match=r"glove\.txt: vectors have 3 values but the source's `dim` is 4"):
         run_glove(tmp_path, dim=4)
     assert_no_output(tmp_path / "out")
 

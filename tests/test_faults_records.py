@@ -117,7 +117,9 @@ def test_a_deleted_or_cut_record_is_rebuilt(tmp_path, one_run_grid):
 
 @pytest.mark.slow
 def test_a_second_run_on_the_same_results_dir_stops_naming_the_lock(tmp_path, tiny_mirror):
-    """Two working directories, one results dir: the second run stops before any job, naming the lock file."""
+    """A run while another holds the results dir (from this working directory or another) stops before any job,
+    naming the lock file; the holder is named before the DAG is built, where Snakemake would report the other run's
+    unfinished jobs as incomplete files; a dry run still plans."""
     workdir, cfg = _grid(tmp_path, "grid", tiny_mirror)
     lock = ResultsLock(workdir / "results")
     lock.acquire()  # as the first run holds it while its jobs run
@@ -125,9 +127,12 @@ def test_a_second_run_on_the_same_results_dir_stops_naming_the_lock(tmp_path, ti
         proc = run_snakemake(
             [f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(cfg)], cwd=workdir, check=False
         )
+        dry = run_snakemake([f"{ONE_RUN}/final.json", "-n", "--configfile", str(cfg)], cwd=workdir)
     finally:
         lock.release()
     assert proc.returncode != 0
+    said = "is in use by snakemake pid"  # before the DAG, then again where the run stops
+    assert said in dry.stderr.split("Building DAG")[0] and "rule train:" in dry.stdout
     assert "is in use by snakemake pid" in proc.stdout + proc.stderr
     assert str(workdir / "results" / ResultsLock.NAME) in proc.stdout + proc.stderr
     assert (

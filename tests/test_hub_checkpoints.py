@@ -185,7 +185,7 @@ def test_the_tensor_must_have_config_json_s_shape(tmp_path):
     ):
         rows_of(tmp_path, source)
     config.write_text(json.dumps({**settings, "d_model": 16}))
-    with pytest.raises(ValueError, match=r"config\.json: the embedding is 16 wide, but the source's dim is 8"):
+    with pytest.raises(ValueError, match=r"config\.json: the embedding is 16 wide, but the source's `dim` is 8"):
         rows_of(tmp_path, source)
     config.write_text(json.dumps({"vocab_size": 10}))
     with pytest.raises(

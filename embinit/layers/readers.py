@@ -83,7 +83,7 @@ def read_glove_text(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> tup
                 header = len(fields) == 2 and all(x.isdigit() for x in fields)
                 file_dim = int(fields[1]) if header else spaces
                 if file_dim != dim:
-                    raise ValueError(f"{path}: vectors have {file_dim} values but the source's dim is {dim}")
+                    raise ValueError(f"{path}: vectors have {file_dim} values but the source's `dim` is {dim}")
                 if header:
                     continue
             if not line:
@@ -254,7 +254,7 @@ def read_hf_checkpoint(vocab: pd.DataFrame, files: dict[str, str], dim: int) -> 
     whose shape is config.json's (vocab_size, width), read alone from its weights file or its shard."""
     shape = embedding_shape(files["config"])
     if shape[1] != dim:
-        raise ValueError(f"{files['config']}: the embedding is {shape[1]} wide, but the source's dim is {dim}")
+        raise ValueError(f"{files['config']}: the embedding is {shape[1]} wide, but the source's `dim` is {dim}")
     weights = [path for role, path in files.items() if role.startswith("weights")]
     index = next((p for p in weights if p.endswith(INDEX_SUFFIX)), None)
     opened = functools.cache(_weights_file)
