@@ -13,7 +13,10 @@ Expects:
 import logging
 
 from embinit.data.vocab import build, load_tokenizer
+from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
+
+quiet_interrupt(snakemake)
 
 with job_log(snakemake.log[0]):
     p, out = snakemake.params, snakemake.output

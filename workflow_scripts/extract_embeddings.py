@@ -11,8 +11,11 @@ output: npy (N x D float32), meta (sidecar parquet: index, token, matched, fille
 log:    one file; the match report is logged there
 """
 
+from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
 from embinit.layers.pretrained import extract
+
+quiet_interrupt(snakemake)
 
 with job_log(snakemake.log[0]):
     p, out = snakemake.params, snakemake.output

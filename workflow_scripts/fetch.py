@@ -7,7 +7,10 @@ log: one file. A fetch failure is one line there (and on stderr): no traceback, 
 import logging
 
 from embinit.data.fetch import FetchError, fetch
+from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
+
+quiet_interrupt(snakemake)
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

@@ -7,7 +7,10 @@ the files, in the order of `remotes`; log: one file. A fetch failure is one line
 import logging
 
 from embinit.data.fetch import FetchError, fetch_members
+from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
+
+quiet_interrupt(snakemake)
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

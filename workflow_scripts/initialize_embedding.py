@@ -9,9 +9,12 @@ params: spec (dict: initializer, params (its config initializer_params entry), f
 output: npy (N x D float32), with the spec's digest beside it (embinit.records.sidecar_of); log: one file
 """
 
+from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
 from embinit.layers.initializers import initialize_file
 from embinit.records import write_sidecar
+
+quiet_interrupt(snakemake)
 
 with job_log(snakemake.log[0]):
     spec = snakemake.params.spec

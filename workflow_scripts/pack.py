@@ -20,6 +20,10 @@ from pathlib import Path
 
 import yaml
 
+from embinit.interrupt import quiet_interrupt
+
+quiet_interrupt(snakemake)
+
 params = snakemake.params
 record = Path(snakemake.output[0])
 given = record.with_name(record.name.replace(".json", ".config.yaml"))

@@ -5,7 +5,10 @@ log: the failures, as printed. params: remotes (relpath -> config `remotes` entr
 """
 
 from embinit.data.preflight import prefetch
+from embinit.interrupt import quiet_interrupt
 from embinit.io import write_text_atomic
+
+quiet_interrupt(snakemake)
 
 p = snakemake.params
 failures = prefetch(p.remotes, p.raw_dir, p.settings)

@@ -5,7 +5,10 @@ log: the table, as printed. params: remotes (relpath -> config `remotes` entry),
 """
 
 from embinit.data.preflight import preflight, render
+from embinit.interrupt import quiet_interrupt
 from embinit.io import write_text_atomic
+
+quiet_interrupt(snakemake)
 
 p = snakemake.params
 rows, offline = preflight(p.remotes, p.raw_dir, p.settings)

@@ -9,7 +9,10 @@ import logging
 
 from embinit.data import hf_dataset
 from embinit.data.prepare import ReadOptions, prepare
+from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
+
+quiet_interrupt(snakemake)
 
 with job_log(snakemake.log[0]):
     p, outputs = snakemake.params, dict(snakemake.output.items())

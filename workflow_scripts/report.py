@@ -14,9 +14,12 @@ Expects:
 
 import logging
 
+from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
 from embinit.records import write_aggregate_sidecar
 from embinit.reports import builders
+
+quiet_interrupt(snakemake)
 
 with job_log(snakemake.log[0]):
     name = snakemake.params.output

@@ -22,8 +22,11 @@ Expects:
 import logging
 from pathlib import Path
 
+from embinit.interrupt import quiet_interrupt
 from embinit.records import spec_digest
 from embinit.training.loop import train_run
+
+quiet_interrupt(snakemake)
 
 snakemake.params.extensions.load()
 inp = snakemake.input
