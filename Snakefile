@@ -5,7 +5,7 @@ import sys
 
 from snakemake.utils import min_version
 
-from embinit.checks import check, check_local_device, check_schema
+from embinit.checks import allowed_rules_exceeded, check, check_local_device, check_schema
 from embinit.cluster import check_requests, requests_of
 from embinit.config import add_hub_checkpoints, load
 from embinit.data.preflight import fetched_remotes, offline_problem
@@ -77,6 +77,10 @@ onstart:
     # mirror, a file it lacks fails its own fetch job, whose log names the mirror's path and prefetch)
     if not config["mirror"] and (problem := offline_problem(fetched_remotes(workflow.dag.needrun_jobs()), None)):
         raise SystemExit(problem)
+    # --allowed-rules, held to: with a checkpoint rule (`pack`) Snakemake builds the DAG from every rule and still
+    # plans a disallowed job whose input an allowed one rebuilds (a run's `train` after its layer), then runs it
+    if beyond := allowed_rules_exceeded(workflow.dag_settings.allowed_rules, workflow.dag.needrun_jobs()):
+        raise SystemExit(beyond)
     if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
         check_requests(config["cluster"], requests_of(workflow.dag.needrun_jobs()))
         write_pack_lists()

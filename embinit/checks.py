@@ -373,6 +373,25 @@ def _check_block(config: dict, name: str) -> None:
         raise ConfigError(f"config key blocks.{name}.sources: a sub-word source must be the only source of its block")
 
 
+def allowed_rules_exceeded(allowed, jobs) -> str | None:
+    """The message for planned jobs of rules that `--allowed-rules` (`allowed`; empty: every rule) leaves out, else
+    None: Snakemake plans them where an allowed job rebuilds their input, and this workflow's checkpoint rule makes it
+    build the DAG from every rule."""
+    planned = {}
+    for job in jobs:
+        if job.output:  # a target rule such as `all` writes nothing
+            planned.setdefault(job.rule.name, []).append(job)
+    beyond = sorted(set(planned) - set(allowed)) if allowed else []
+    if not beyond:
+        return None
+    counts = ", ".join(f"{name} ({len(planned[name])})" for name in beyond)
+    return (
+        f"--allowed-rules {' '.join(sorted(allowed))}, but Snakemake planned jobs of other rules too: {counts}, as an "
+        "allowed job rebuilds their inputs (e.g. a layer a run was trained from); nothing ran. Build those inputs "
+        "first as targets of their own, then run again with the rules you meant"
+    )
+
+
 def check_local_device(config: dict) -> None:
     """Raise ConfigError now, before any job, when `train.device` names a CUDA device this machine's torch cannot use;
     for the workflow's main process when it runs the training jobs itself (not a cluster's, whose GPUs are on its

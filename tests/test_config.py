@@ -533,3 +533,20 @@ def test_a_number_given_as_text_through_config_says_where_it_came_from():
     with pytest.raises(ConfigError) as error:  # from a config file: no word about --config
         check_schema(config, SCHEMA, ["mine.yaml"], {})
     assert "--config" not in str(error.value)
+
+
+def test_allowed_rules_exceeded_names_the_planned_rules_beyond_them():
+    from types import SimpleNamespace
+
+    from embinit.checks import allowed_rules_exceeded
+
+    def job(rule, output=("x",)):
+        return SimpleNamespace(rule=SimpleNamespace(name=rule), output=list(output))
+
+    jobs = [job("initialize_embedding"), job("train"), job("train"), job("all", output=())]
+    assert allowed_rules_exceeded(frozenset(), jobs) is None  # no --allowed-rules: every rule
+    assert allowed_rules_exceeded({"initialize_embedding", "train"}, jobs) is None
+    said = allowed_rules_exceeded({"initialize_embedding"}, jobs)
+    assert said.startswith(
+        "--allowed-rules initialize_embedding, but Snakemake planned jobs of other rules too: train (2)"
+    )

@@ -66,3 +66,22 @@ def test_an_unreadable_parquet_file_is_named(tmp_path):
     data = split.read_bytes()
     split.write_bytes(data[: len(data) // 2])
     assert parquet_problem(split).startswith(f"{split} is not a readable Parquet file (")
+
+
+@pytest.mark.slow
+def test_allowed_rules_are_held_to_where_an_allowed_job_rebuilds_a_runs_input(tmp_path, one_run_grid):
+    """A clone without the layers (they are not committed) rebuilding one with `--allowed-rules initialize_embedding`:
+    Snakemake plans the run's `train` too, though not allowed, and ran it (deleting the record first); now nothing
+    runs and the message says what to do."""
+    workdir = shutil.copytree(one_run_grid, tmp_path / "grid")
+    (workdir / LAYER).unlink()
+    record = (workdir / ONE_RUN / "final.json").read_text()
+    build = [LAYER, f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(workdir / "c.yaml")]
+    proc = run_snakemake([*build, "--allowed-rules", "initialize_embedding"], cwd=workdir, check=False)
+    assert proc.returncode != 0
+    assert "--allowed-rules initialize_embedding, but Snakemake planned jobs of other rules too: train (1)" in (
+        proc.stdout + proc.stderr
+    )
+    assert not (workdir / LAYER).exists() and (workdir / ONE_RUN / "final.json").read_text() == record
+    run_snakemake([LAYER, "--cores", "1", "--configfile", str(workdir / "c.yaml")], cwd=workdir)  # its own target
+    assert (workdir / LAYER).exists() and (workdir / ONE_RUN / "final.json").read_text() == record
