@@ -73,16 +73,17 @@ rule vocabularies:
 
 
 onstart:
+    planned = list(workflow.dag.needrun_jobs())
     # no mirror and no network: one message before any job, not each fetch job failing after its retries (with a
     # mirror, a file it lacks fails its own fetch job, whose log names the mirror's path and prefetch)
-    if not config["mirror"] and (problem := offline_problem(fetched_remotes(workflow.dag.needrun_jobs()), None)):
+    if not config["mirror"] and (problem := offline_problem(fetched_remotes(planned), None)):
         raise SystemExit(problem)
     # --allowed-rules, held to: with a checkpoint rule (`pack`) Snakemake builds the DAG from every rule and still
     # plans a disallowed job whose input an allowed one rebuilds (a run's `train` after its layer), then runs it
-    if beyond := allowed_rules_exceeded(workflow.dag_settings.allowed_rules, workflow.dag.needrun_jobs()):
+    if beyond := allowed_rules_exceeded(workflow.dag_settings.allowed_rules, planned):
         raise SystemExit(beyond)
     if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
-        check_requests(config["cluster"], requests_of(workflow.dag.needrun_jobs()))
+        check_requests(config["cluster"], requests_of(planned))
         write_pack_lists()
     if workflow.is_main_process and workflow.execution_settings.lock:
         RESULTS_LOCK.acquire()

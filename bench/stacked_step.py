@@ -93,9 +93,10 @@ def alone(models, batches, device, steps: int) -> float:
     return (time.perf_counter() - began) / (steps * len(models))
 
 
-def stacked(models, batches, device, steps: int) -> float:
+def stacked(models, batches, device, steps: int) -> tuple[float, float, float]:
     """Seconds per step of all k runs as one: stacked weights, one vmapped loss, one Adam over the stacks (Adam is
-    elementwise, so each run's slice steps as its own optimizer would)."""
+    elementwise, so each run's slice steps as its own optimizer would); with the stacked batches' pad share and the
+    largest relative difference of a run's stacked loss from its own model's (dropout off)."""
     params, buffers = stack_module_state(models)
     base = copy.deepcopy(models[0]).to("meta")
     optimizer = torch.optim.Adam(params.values(), lr=LR, betas=ADAM["adam_betas"], eps=ADAM["adam_eps"])
@@ -106,12 +107,14 @@ def stacked(models, batches, device, steps: int) -> float:
 
     batched = vmap(step_loss, in_dims=(0, 0, 0, 0), randomness="different")
     stacks = [padded([batches[run][i] for run in range(len(models))]) for i in range(steps + 1)]
+    for module in (base, *models):
+        module.eval()
     with torch.no_grad():  # without dropout, each run's stacked loss is its own model's on the same padded batch
-        base.eval(), [m.eval() for m in models]
         src, tgt = stacks[0]
         own = torch.stack([m.loss(src[r], tgt[r], fused=False) for r, m in enumerate(models)])
         differ = float(((batched(params, buffers, src, tgt) - own).abs() / own.abs()).max())
-        base.train(), [m.train() for m in models]
+    for module in (base, *models):
+        module.train()
 
     def step(i: int) -> None:
         optimizer.zero_grad(set_to_none=True)

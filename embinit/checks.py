@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
@@ -377,14 +378,11 @@ def allowed_rules_exceeded(allowed, jobs) -> str | None:
     """The message for planned jobs of rules that `--allowed-rules` (`allowed`; empty: every rule) leaves out, else
     None: Snakemake plans them where an allowed job rebuilds their input, and this workflow's checkpoint rule makes it
     build the DAG from every rule."""
-    planned = {}
-    for job in jobs:
-        if job.output:  # a target rule such as `all` writes nothing
-            planned.setdefault(job.rule.name, []).append(job)
+    planned = Counter(job.rule.name for job in jobs if job.output)  # a target rule such as `all` writes nothing
     beyond = sorted(set(planned) - set(allowed)) if allowed else []
     if not beyond:
         return None
-    counts = ", ".join(f"{name} ({len(planned[name])})" for name in beyond)
+    counts = ", ".join(f"{name} ({planned[name]})" for name in beyond)
     return (
         f"--allowed-rules {' '.join(sorted(allowed))}, but Snakemake planned jobs of other rules too: {counts}, as an "
         "allowed job rebuilds their inputs (e.g. a layer a run was trained from); nothing ran. Build those inputs "

@@ -200,13 +200,15 @@ class ResultsLock:
         self._file = handle
 
     def holder(self) -> str | None:
-        """Who holds the lock now ("snakemake pid ... on ... in ..."), else None; takes nothing."""
-        try:
-            self.acquire()
-        except RuntimeError:
-            return self.path.read_text(encoding="utf-8").strip() or "another process"
-        self.release()
-        return None
+        """Who holds the lock now ("snakemake pid ... on ... in ..."), else None; takes nothing and writes nothing."""
+        if not self.path.is_file():
+            return None
+        with open(self.path, encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # refused while a run holds it exclusively
+            except BlockingIOError:
+                return handle.read().strip() or "another process"
+        return None  # closing dropped the shared lock
 
     def release(self) -> None:
         if self._file is not None:

@@ -2,6 +2,7 @@
 the state of `.snakemake/`, or the run stops and says why. docs/reliability.md lists each fault and its message."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -186,8 +187,10 @@ def test_plan_dates_the_planned_spec_by_whether_the_record_is_stale(tmp_path, ca
 
 
 def test_the_results_lock_is_exclusive_and_dropped_with_its_holder(tmp_path):
+    assert ResultsLock(tmp_path / "new").holder() is None and not (tmp_path / "new").exists()  # looking writes nothing
     first, second = ResultsLock(tmp_path), ResultsLock(tmp_path)
     first.acquire()
+    assert second.holder().startswith(f"snakemake pid {os.getpid()} on ")
     with pytest.raises(RuntimeError, match=r"in use by snakemake pid \d+ on .* \(lock file .*\.embinit\.lock\)"):
         second.acquire()
     first.release()
