@@ -21,7 +21,14 @@ import pandas as pd
 from embinit.io import write_text_atomic
 
 # Record fields that say where and how fast a run ran, or which code and spec made it, not what it learned
-PLACE_FIELDS = ("train_minutes_per_epoch", "valid_minutes_per_epoch", "device", "training_code", "spec_digest")
+PLACE_FIELDS = (
+    "train_minutes_per_epoch",
+    "valid_minutes_per_epoch",
+    "device",
+    "stack",
+    "training_code",
+    "spec_digest",
+)
 # Metrics columns of the same kind: seconds and throughput
 TIME_COLUMNS = ("train_seconds", "valid_seconds", "tokens_per_second", "mechanism_seconds")
 

@@ -33,6 +33,11 @@ class Dropout(nn.Module):
         self.p = p
         self.threshold = round(p * 65536) - 32768  # int16 values below it are dropped
 
+    def masks_weights_on(self, device: torch.device) -> bool:
+        """Whether attention hands this module its weights to drop (the CPU's cheap mask), rather than letting SDPA
+        draw its own."""
+        return device.type == "cpu"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0:
             return x
@@ -144,7 +149,9 @@ class MultiHeadAttention(nn.Module):
         if position is not None:
             q = position.rotate(q, start)
             bias = position.bias(start, length, k.size(2))  # (heads, T, S) or None
-        if self.weights_sink is not None or (self.training and self.dropout.p > 0 and x.device.type == "cpu"):
+        if self.weights_sink is not None or (
+            self.training and self.dropout.p > 0 and self.dropout.masks_weights_on(x.device)
+        ):
             y = self._attend_with_cheap_dropout(q, k, v, keep, causal, bias)
         else:
             p = self.dropout.p if self.training else 0.0

@@ -166,8 +166,10 @@ def snapshot(
     generator: torch.Generator,
     best_model: dict | None,
     rows: list[dict],
+    rng: dict | None = None,
 ) -> dict:
-    """The checkpoint after `epoch` (unfinished): everything the next epoch depends on."""
+    """The checkpoint after `epoch` (unfinished): everything the next epoch depends on; `rng`: the RNG states the
+    run's next epoch draws from, when they are not the process's (`rng_state`)."""
     return {
         "identity": identity,
         "epoch": epoch,
@@ -175,7 +177,7 @@ def snapshot(
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "sampler": generator.get_state(),
-        "rng": rng_state(next(model.parameters()).device),
+        "rng": rng or rng_state(next(model.parameters()).device),
         "best_model": best_model,
         "rows": rows,
     }

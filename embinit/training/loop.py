@@ -149,21 +149,36 @@ def disk_needed(run: Run, resuming: bool) -> int:
 
 def train_and_record(run: Run, identity: dict, state: dict | None, path: Path, out_dir: Path) -> dict:
     """Train the epochs after `state` (None: all), checkpointing each, then select, score and write the records."""
-    spec = run.spec
     rows, best_model = (state["rows"], state["best_model"]) if state else ([], None)
-    for epoch in range(state["epoch"] + 1 if state else 1, spec["epochs"] + 1):
-        row = epoch_row(run, epoch)
-        best_model = keep_best(run, row, rows, best_model)
-        rows.append(row)
-        state = checkpoint.snapshot(identity, epoch, run.model, run.optimizer, run.generator, best_model, rows)
-        checkpoint.save_checkpoint(path, state)
+    for epoch in range(state["epoch"] + 1 if state else 1, run.spec["epochs"] + 1):
+        state, best_model = end_epoch(run, identity, epoch_row(run, epoch), rows, best_model, path)
+    return record(run, rows, best_model, state, path, out_dir)
+
+
+def end_epoch(
+    run: Run, identity: dict, row: dict, rows: list[dict], best_model: dict | None, path: Path, rng: dict | None = None
+) -> tuple[dict, dict]:
+    """Keep the epoch's `row` (and its weights when they are the best so far) and checkpoint the run; `rng`: the
+    RNG states to save in place of the process's (a stacked run's own dropout stream: embinit.training.stacked).
+    Returns the checkpoint and the best weights."""
+    best_model = keep_best(run, row, rows, best_model)
+    rows.append(row)
+    state = checkpoint.snapshot(identity, row["epoch"], run.model, run.optimizer, run.generator, best_model, rows, rng)
+    checkpoint.save_checkpoint(path, state)
+    return state, best_model
+
+
+def record(run: Run, rows: list[dict], best_model: dict, state: dict, path: Path, out_dir: Path, stack: int = 1) -> dict:
+    """After the last epoch: select and score the reported state, write the run's records (final.json last) and
+    mark its checkpoint finished. `stack`: how many runs trained together with this one in one model, itself
+    included (embinit.training.stacked)."""
     write_metrics(out_dir / "metrics.parquet", rows)
     if run.translation:
         selected = select_and_score_translation(run, rows, best_model, out_dir)
     else:
         selected = select_classification(rows)
     write_embeddings(out_dir / "embeddings.npz", run.model, best_model)
-    final = final_record(run, rows, selected)
+    final = final_record(run, rows, selected, stack)
     write_text_atomic(out_dir / "final.json", json.dumps(final, indent=2) + "\n")
     checkpoint.save_checkpoint(path, {**state, "finished": True})
     log.info("run %s done: %s", run.name, selected)
@@ -277,7 +292,12 @@ def epoch_row(run: Run, epoch: int) -> dict:
     )
     if run.device.type == "cuda":
         torch.cuda.synchronize(run.device)
-    train_seconds = time.perf_counter() - began
+    return scored_row(run, epoch, train_loss, tokens, time.perf_counter() - began)
+
+
+def scored_row(run: Run, epoch: int, train_loss: float, tokens: int, train_seconds: float) -> dict:
+    """The metrics row of an epoch whose training pass is done: validation, scores, mechanism metrics, timings."""
+    began = time.perf_counter()
     row = {
         "epoch": epoch,
         "train_loss": train_loss,
@@ -285,7 +305,7 @@ def epoch_row(run: Run, epoch: int) -> dict:
     }
     check_finite(row["valid_loss"], run.name, epoch, "validation loss")
     row.update(epoch_scores(run))
-    valid_seconds = time.perf_counter() - began - train_seconds
+    valid_seconds = time.perf_counter() - began
     timing = {
         "train_seconds": train_seconds,
         "valid_seconds": valid_seconds,
@@ -405,9 +425,10 @@ def select_classification(rows: list[dict]) -> dict:
     return selected
 
 
-def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
+def final_record(run: Run, rows: list[dict], selected: dict, stack: int = 1) -> dict:
     """final.json: the run, the selected epoch's scores, the model's size, timings, the run's settings and the
-    sha256 of the training code (runs of equal `training_code` ran the same code, whatever the commit)."""
+    sha256 of the training code (runs of equal `training_code` ran the same code, whatever the commit); `stack`:
+    the runs that trained in one model with it (1: alone), whose shared seconds are its timings."""
     spec, model = run.spec, run.model
     return {
         **spec["run"],
@@ -425,6 +446,7 @@ def final_record(run: Run, rows: list[dict], selected: dict) -> dict:
         "batch_size": spec["batch_size"],
         "lr": spec["lr"],
         "device": describe(run.device),
+        "stack": stack,
         "pos_encoding": spec["variant"]["pos_encoding"],
         "embedding_trainable": spec["variant"]["embedding_trainable"],
         # the recipe's switches: which batches, how the model's own weights start, the stacks' final LayerNorms
