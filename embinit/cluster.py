@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 Item = TypeVar("Item")
@@ -25,9 +25,13 @@ def job_resources(cluster: dict, gpu: bool) -> dict:
     return {key: value for key, value in wanted.items() if value is not None}
 
 
-def packs(runs: list[Item], k: int) -> list[list[Item]]:
-    """`runs` in order, k to a pack (the last may hold fewer)."""
-    return [runs[i : i + k] for i in range(0, len(runs), k)]
+def packs(runs: list[Item], k: int, by: Callable[[Item], Any] | None = None) -> list[list[Item]]:
+    """`runs` in order, k to a pack (the last may hold fewer); `by`: a key whose runs share packs only with each other
+    (a stacked pack holds one block's runs), each key's runs in order of their first."""
+    groups: dict[Any, list[Item]] = {}
+    for run in runs:
+        groups.setdefault(by(run) if by else None, []).append(run)
+    return [group[i : i + k] for group in groups.values() for i in range(0, len(group), k)]
 
 
 def partitions() -> dict[str, dict]:

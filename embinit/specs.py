@@ -10,6 +10,7 @@ from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
 from embinit.registry import names_of
 from embinit.outputs import layer_recipe, variant_settings, variants_of
+from embinit.records import spec_digest
 from embinit.training import Placement
 
 # `train` keys that change how fast a step runs and its floats' last bits only: in a run's spec (its identity) under
@@ -73,3 +74,18 @@ def missing_code(config: dict) -> str:
     fn = MISSING_POLICIES[missing]
     named = [MISSING_POLICIES[v] for mark, v in names_of(fn, params).values() if mark.what == MISSING_POLICIES.kind]
     return code_fingerprint(fn, *named)
+
+
+def job_spec(spec: dict, inputs, threads: int) -> dict:
+    """What a training job hands embinit.training: the planned `spec` (rule train's params) with the run's input
+    files (rule train's named inputs), the job's threads and the spec's digest, which final.json keeps (the workflow
+    finds a stale run by it)."""
+    return dict(
+        spec,
+        data={split: inputs.get(split) for split in ("train", "valid", "test")},
+        embeddings={side: inputs.get(f"emb_{side}") for side in ("encoder", "decoder")},
+        detokenizer=inputs.get("detokenizer"),
+        references={split: inputs.get(f"references_{split}") for split in ("valid", "test")},
+        threads=threads,
+        spec_digest=spec_digest(spec),
+    )

@@ -230,13 +230,16 @@ def run_inputs(wc):
 
 @functools.cache
 def planned_packs():
-    """This invocation's packs, in the main process of a cluster run with config cluster.pack > 1: the runs its targets
-    need (an output that shows them, or one of their files) whose records are missing or stale, k to a pack; else
-    none. Planned once, while the DAG is built (the executor is known only then); onstart writes them down."""
+    """This invocation's packs, in the main process of a cluster run (of any run with cluster.stack, one block's runs
+    to a pack) with config cluster.pack > 1: the runs its targets need (an output that shows them, or one of their
+    files) whose records are missing or stale, k to a pack; else none. Planned once, while the DAG is built (the
+    executor is known only then); onstart writes them down."""
     k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
-    if not (workflow.non_local_exec and workflow.is_main_process and k > 1):
+    stacked = config["cluster"]["stack"]
+    if not ((workflow.non_local_exec or stacked) and workflow.is_main_process and k > 1):
         return ()
-    return tuple(map(tuple, packs([run for run in targeted_runs() if needs_training(run)], k)))
+    runs = [run for run in targeted_runs() if needs_training(run)]
+    return tuple(map(tuple, packs(runs, k, by=(lambda run: run[0]) if stacked else None)))
 
 
 def pack_of(wc):

@@ -32,7 +32,8 @@ rule train:
 checkpoint pack:
     """Under a cluster executor: the runs of one pack (config cluster.pack) trained at the same time in one job of
     one GPU, each its own Snakemake job, so a pack cut short keeps the runs it finished. (A Snakemake group would run
-    its jobs one after another: snakemake-executor-plugin-slurm issue #469.)"""
+    its jobs one after another: snakemake-executor-plugin-slurm issue #469.) With cluster.stack, under any executor:
+    one block's runs in one process, as stacks (embinit.training.stacked)."""
     input:
         pack_inputs,
     output:
@@ -44,9 +45,11 @@ checkpoint pack:
         index=r"\d+",
     conda:
         PIPELINE_ENV  # it holds snakemake: the Snakemake inside the job runs from it
-    threads: lambda wc: sum(train_resource("_cores")(wc))
+    # a stack is one process: one run's threads
+    threads: lambda wc: (max if config["cluster"]["stack"] else sum)(train_resource("_cores")(wc))
     resources:
         **job_resources(config["cluster"], gpu=True),
+        gpu_jobs=1,  # profiles/local-gpu: a stacked pack holds one of the GPU's slots
         mem_mb=lambda wc: sum(train_resource("mem_mb")(wc)),
         # the runs share the GPU and train side by side: the longest run's time (docs/performance.md)
         runtime=lambda wc: max(train_resource("runtime")(wc)),
@@ -57,5 +60,10 @@ checkpoint pack:
         config=workflow.config_settings.overwrite_config,
         snakefile=workflow.main_snakefile,
         deployment=sorted(m.item_to_choice() for m in workflow.deployment_settings.deployment_method),
+        stack=config["cluster"]["stack"],
+        # cluster.stack: each run's spec and input files, for the stack that trains them in this job
+        members=lambda wc: [(train_params(run_wildcards(run)), run_inputs(run_wildcards(run))) for run in pack_runs(wc)],
+        extensions=EXTENSIONS,
+        placement=Placement.from_config(config),
     script:
         "../workflow_scripts/pack.py"

@@ -34,12 +34,17 @@ def test_collect_unpacks_only_run_files_under_results(tmp_path, monkeypatch):
 def test_the_run_script_allows_only_layer_and_train_rules_and_packs_the_blocks_records():
     text = lease.RUN_SH.format(rules=" ".join(lease.RULES), args="-- t", results="results/s/b", gpu_jobs=8,
                                script="run2.sh", stem="run2", time_limit=500)  # fmt: skip
-    assert "--allowed-rules initialize_embedding train -- t" in text and "--profile profiles/local-gpu" in text
+    assert "--allowed-rules initialize_embedding train pack -- t" in text and "--profile profiles/local-gpu" in text
     assert "find results/s/b -path '*/seed*/*'" in text and '"$out/records-run2.tgz"' in text
     assert "-newer .lease/run2.sh" in text and "timeout --kill-after=30 500 python3 -m snakemake" in text
     blocks = lease.block_dirs(
         "config/paper-scale-cpu.yaml", ["results/paper-scale-cpu/multi30k_xavier300/Xavier/seed0/base/final.json"]
     )
     assert blocks == ["results/paper-scale-cpu/multi30k_xavier300"]
+    # --stack 16: one block's runs sixteen to a stacked process (config cluster.stack); 0: each run its own job
+    assert lease.snakemake_args("c.yaml", None, ["t"], 16) == [
+        "--configfile", "c.yaml", "--config", "cluster={pack: 16, stack: true}", "--", "t"
+    ]  # fmt: skip
+    assert lease.snakemake_args("c.yaml", "m", ["t"]) == ["--configfile", "c.yaml", "--config", "mirror=m", "--", "t"]
     with pytest.raises(ValueError):  # a target outside the result set's directory
         lease.block_dirs("config/paper-scale-cpu.yaml", ["results/other/b/X/seed0/base/final.json"])

@@ -7,7 +7,7 @@
 `prepare` (here, with internet or the mirror) writes .lease/ (ignored by git): the wheels of snakemake and what it
 needs beyond the GPU machine's Python packages (Python 3.12, x86-64); run.sh, which installs them beside that Python,
 runs `snakemake --profile profiles/local-gpu` on the targets with the rules that build layers and train (nothing
-fetched), and packs every run record it wrote into $OUT/records-<script>.tgz (or ./records-<script>.tgz); and carry.txt, the ignored
+fetched; --stack K: a block's runs K to a process, as one stacked model, config cluster.stack), and packs every run record it wrote into $OUT/records-<script>.tgz (or ./records-<script>.tgz); and carry.txt, the ignored
 paths the machine needs: the vocabularies, tokenized splits and BLEU references, and each block's extracted
 pre-trained matrix, built here first. `collect` unpacks the records into the results directory, each as the train
 rule wrote it, and lists them (docs/performance.md, "Training on a lent or rented GPU").
@@ -39,7 +39,7 @@ SDIST_ONLY = ("connection_pool",)  # snakemake needs it, PyPI has no wheel of it
 PACKAGES = ("snakemake", "jsonschema", "huggingface_hub")
 # What the train and layer jobs read: the data stage's outputs and the extracted pre-trained matrices
 DATA_PATHS = ("data/vocab", "data/tokenized", "data/references")
-RULES = ("initialize_embedding", "train")
+RULES = ("initialize_embedding", "train", "pack")
 
 
 def pip(*args: str) -> None:
@@ -64,8 +64,11 @@ def wheels(folder: Path) -> list[str]:
     return kept
 
 
-def snakemake_args(configfile: str, mirror: str | None, targets: list[str]) -> list[str]:
-    return ["--configfile", configfile, *(["--config", f"mirror={mirror}"] if mirror else []), "--", *targets]
+def snakemake_args(configfile: str, mirror: str | None, targets: list[str], stack: int = 0) -> list[str]:
+    """`stack` > 1: one block's runs train stack by stack of that many, one process each (config cluster.stack)."""
+    config = [f"mirror={mirror}"] if mirror else []
+    config += [f"cluster={{pack: {stack}, stack: true}}"] if stack > 1 else []
+    return ["--configfile", configfile, *(["--config", *config] if config else []), "--", *targets]
 
 
 def block_dirs(configfile: str, targets: list[str]) -> list[str]:
@@ -106,7 +109,7 @@ def prepare(args: argparse.Namespace) -> None:
     )
     kept = wheels(LEASE / "wheels")
     blocks = block_dirs(args.configfile, args.targets)
-    there = " ".join(map(shlex.quote, snakemake_args(args.configfile, None, args.targets)))
+    there = " ".join(map(shlex.quote, snakemake_args(args.configfile, None, args.targets, args.stack)))
     run_sh = LEASE / args.script
     run_sh.write_text(
         RUN_SH.format(rules=" ".join(RULES), args=there, results=" ".join(blocks), gpu_jobs=args.gpu_jobs,
@@ -141,6 +144,7 @@ def main() -> None:
     p.add_argument("--mirror", default="../shared/data")
     p.add_argument("--cores", type=int, default=2, help="here, for the data jobs")
     p.add_argument("--gpu-jobs", type=int, default=8, help="there, training jobs sharing the GPU (profiles/local-gpu)")
+    p.add_argument("--stack", type=int, default=0, help="there, runs of a block in one stacked process (0: each alone)")
     p.add_argument("--script", default="run.sh", help="its name in .lease/ (one per result set or call)")
     p.add_argument("--time-limit", type=int, default=3_000_000, help="seconds snakemake runs there before the packing")
     p.add_argument("targets", nargs="+")

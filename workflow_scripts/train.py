@@ -23,22 +23,13 @@ import logging
 from pathlib import Path
 
 from embinit.interrupt import quiet_interrupt
-from embinit.records import spec_digest
+from embinit.specs import job_spec
 from embinit.training.loop import train_run
 
 quiet_interrupt(snakemake)
 
 snakemake.params.extensions.load()
-inp = snakemake.input
-spec = dict(
-    snakemake.params.spec,
-    data={split: inp.get(split) for split in ("train", "valid", "test")},
-    embeddings={side: inp.get(f"emb_{side}") for side in ("encoder", "decoder")},
-    detokenizer=inp.get("detokenizer"),
-    references={split: inp.get(f"references_{split}") for split in ("valid", "test")},
-    threads=snakemake.threads,
-    spec_digest=spec_digest(snakemake.params.spec),  # final.json keeps it: the workflow finds a stale run by it
-)
+spec = job_spec(snakemake.params.spec, snakemake.input, snakemake.threads)
 out_dir = Path(snakemake.output.final).parent
 if any(Path(path).parent != out_dir for path in snakemake.output):
     raise ValueError(f"final.json, metrics.parquet and embeddings.npz must share the run directory {out_dir}")

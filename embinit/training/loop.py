@@ -168,7 +168,9 @@ def end_epoch(
     return state, best_model
 
 
-def record(run: Run, rows: list[dict], best_model: dict, state: dict, path: Path, out_dir: Path, stack: int = 1) -> dict:
+def record(
+    run: Run, rows: list[dict], best_model: dict, state: dict, path: Path, out_dir: Path, stack: int = 1
+) -> dict:
     """After the last epoch: select and score the reported state, write the run's records (final.json last) and
     mark its checkpoint finished. `stack`: how many runs trained together with this one in one model, itself
     included (embinit.training.stacked)."""

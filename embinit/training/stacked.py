@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import logging
 import math
 import sys
@@ -54,6 +55,7 @@ from embinit.training.loop import (
     run_name,
     scored_row,
     terminated,
+    train_run,
 )
 from embinit.training.placement import Placement
 from embinit.training.stopping import Terminated, terminated_on_sigterm
@@ -87,6 +89,36 @@ def stack_problems(specs: list[dict]) -> list[str]:
             if spec.get(key) != first.get(key)
         ]
     return problems
+
+
+def stack_groups(specs: list[dict]) -> list[list[int]]:
+    """The indices of `specs` partitioned into stacks: runs of one block whose shared settings agree; a run no stack
+    takes (`stack_problems`) is a group of its own."""
+    groups: dict[str, list[int]] = {}
+    for i, spec in enumerate(specs):
+        alone = bool(stack_problems([spec]))
+        key = json.dumps([spec["run"]["block"], *(spec.get(k) for k in SHARED_KEYS)], sort_keys=True, default=str)
+        groups.setdefault(f"alone {i}" if alone else key, []).append(i)
+    return list(groups.values())
+
+
+def train_stacks(specs: list[dict], out_dirs: list, placement: Placement = Placement()) -> list[str]:
+    """Train the runs `specs` into `out_dirs` in one process: each `stack_groups` group as a stack (a group of one,
+    alone: embinit.training.loop.train_run), one group after another. A group that fails does not stop the others;
+    returns what failed, one line each (empty: all trained). SIGTERM stops them all."""
+    failed = []
+    for group in stack_groups(specs):
+        names = ", ".join(run_name(specs[i]["run"]) for i in group)
+        try:
+            if len(group) == 1:
+                train_run(specs[group[0]], out_dirs[group[0]], placement)
+            else:
+                train_stack([specs[i] for i in group], [out_dirs[i] for i in group], placement)
+        except Terminated:
+            raise
+        except Exception as error:  # its log and stderr have the traceback: the next group trains
+            failed.append(f"{names}: {type(error).__name__}: {error}")
+    return failed
 
 
 class StackState:
