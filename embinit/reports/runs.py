@@ -42,7 +42,15 @@ SCORES = [
     "best_test_acc",
     "best_test_epoch",
 ]
-SIZES = ["params", "train_size", "train_minutes_per_epoch", "valid_minutes_per_epoch", "device", "training_code"]
+SIZES = [
+    "params",
+    "train_size",
+    "train_minutes_per_epoch",
+    "valid_minutes_per_epoch",
+    "device",
+    "stack",  # runs trained together in one stacked model (embinit.training.stacked); absent before it existed
+    "training_code",
+]
 # a run's settings its record holds where the config holds them too: the record's are what it ran with (records from
 # before a setting existed leave it to the config's)
 SETTINGS = ["pos_encoding", "embedding_trainable", "output_embedding", "model_init", "final_norm", "batching"]
