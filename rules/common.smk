@@ -64,6 +64,7 @@ PACK_STAMP = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
 PACK_RUNS = f"{RES}/.packs/{{stamp}}/pack{{index}}.runs.json"
 PACK = f"{RES}/.packs/{{stamp}}/pack{{index}}.json"
 PACK_LOG = f"{RES}/.packs/{{stamp}}/pack{{index}}.log"
+STACKED = str(config["cluster"]["stack"]) in ("True", "true")  # --config cluster='{stack: true}' gives the text
 # What the config plans for a layer or a run (embinit.records.plan: a stale output reruns its job), each file alone
 # in its own directory, made when the file is: Snakemake takes a file missing that appears in a directory it has
 # already listed while building the DAG
@@ -235,11 +236,10 @@ def planned_packs():
     files) whose records are missing or stale, k to a pack; else none. Planned once, while the DAG is built (the
     executor is known only then); onstart writes them down."""
     k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
-    stacked = config["cluster"]["stack"]
-    if not ((workflow.non_local_exec or stacked) and workflow.is_main_process and k > 1):
+    if not ((workflow.non_local_exec or STACKED) and workflow.is_main_process and k > 1):
         return ()
     runs = [run for run in targeted_runs() if needs_training(run)]
-    return tuple(map(tuple, packs(runs, k, by=(lambda run: run[0]) if stacked else None)))
+    return tuple(map(tuple, packs(runs, k, by=(lambda run: run[0]) if STACKED else None)))
 
 
 def pack_of(wc):
@@ -259,12 +259,16 @@ def write_pack_lists():
 
 def targeted_runs():
     """The runs this invocation's targets need, in the run sheet's order: those of the outputs they build, and the
-    runs whose files they name."""
+    runs whose files they name; then the runs whose final.json they name that no output shows (yet: a cell that
+    `seeds_by_initializer` leaves out until its runs exist)."""
     targets = {os.path.normpath(t) for t in workflow.dag_settings.targets or {"all"}}
     outputs = targeted_outputs(config, targets, RES)
     named = RUNS[[c for c in RUN_FILES if c != "run"]].map(os.path.normpath).isin(targets).any(axis=1)
     rows = RUNS[RUNS.output.isin(outputs) | named]
-    return list(dict.fromkeys(zip(rows.block, rows.initializer, rows.seed, rows.variant)))
+    runs = zip(rows.block, rows.initializer, rows.seed, rows.variant)
+    finals = (os.path.relpath(t, RES).split(os.sep) for t in sorted(targets) if t.endswith("final.json"))
+    asked = [(b, i, int(s[4:]), v) for b, i, s, v, _ in (f for f in finals if len(f) == 5) if re.fullmatch(r"seed\d+", s)]
+    return list(dict.fromkeys([*runs, *asked]))
 
 
 def needs_training(run):

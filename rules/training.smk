@@ -46,7 +46,7 @@ checkpoint pack:
     conda:
         PIPELINE_ENV  # it holds snakemake: the Snakemake inside the job runs from it
     # a stack is one process: one run's threads
-    threads: lambda wc: (max if config["cluster"]["stack"] else sum)(train_resource("_cores")(wc))
+    threads: lambda wc: (max if STACKED else sum)(train_resource("_cores")(wc))
     resources:
         **job_resources(config["cluster"], gpu=True),
         gpu_jobs=1,  # profiles/local-gpu: a stacked pack holds one of the GPU's slots
@@ -60,7 +60,7 @@ checkpoint pack:
         config=workflow.config_settings.overwrite_config,
         snakefile=workflow.main_snakefile,
         deployment=sorted(m.item_to_choice() for m in workflow.deployment_settings.deployment_method),
-        stack=config["cluster"]["stack"],
+        stack=STACKED,
         # cluster.stack: each run's spec and input files, for the stack that trains them in this job
         members=lambda wc: [(train_params(run_wildcards(run)), run_inputs(run_wildcards(run))) for run in pack_runs(wc)],
         extensions=EXTENSIONS,
