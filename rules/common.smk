@@ -265,10 +265,12 @@ def targeted_runs():
     outputs = targeted_outputs(config, targets, RES)
     named = RUNS[[c for c in RUN_FILES if c != "run"]].map(os.path.normpath).isin(targets).any(axis=1)
     rows = RUNS[RUNS.output.isin(outputs) | named]
-    runs = zip(rows.block, rows.initializer, rows.seed, rows.variant)
-    finals = (os.path.relpath(t, RES).split(os.sep) for t in sorted(targets) if t.endswith("final.json"))
-    asked = [(b, i, int(s[4:]), v) for b, i, s, v, _ in (f for f in finals if len(f) == 5) if re.fullmatch(r"seed\d+", s)]
-    return list(dict.fromkeys([*runs, *asked]))
+    runs = list(zip(rows.block, rows.initializer, rows.seed, rows.variant))
+    for target in sorted(t for t in targets if t.endswith("final.json")):
+        parts = os.path.relpath(target, RES).split(os.sep)  # block, init, seed<k>, variant, final.json
+        if len(parts) == 5 and re.fullmatch(r"seed\d+", parts[2]):
+            runs.append((parts[0], parts[1], int(parts[2][4:]), parts[3]))
+    return list(dict.fromkeys(runs))
 
 
 def needs_training(run):
