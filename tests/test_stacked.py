@@ -136,6 +136,27 @@ def test_a_run_of_fewer_epochs_leaves_the_stack_where_it_stops_alone(toy4, tmp_p
         pd.testing.assert_frame_equal(numbers(out), numbers(alone_out), rtol=1e-5)
 
 
+def test_a_run_whose_loss_turns_nan_leaves_the_stack_and_the_others_train_on(toy4, tmp_path, alone):
+    """A run whose decoder layer is NaN fails at the end of its first epoch, as alone; the two runs beside it train
+    their epochs as they do alone, are recorded, and the stack then fails naming the run."""
+    for side in ("encoder", "decoder"):
+        matrix = np.load(toy4 / f"emb_a_{side}.npy")
+        np.save(tmp_path / f"emb_nan_{side}.npy", matrix if side == "encoder" else np.full_like(matrix, np.nan))
+    broken = cell_spec(toy4, "a", True, "sinusoidal", 9, epochs=2)
+    broken["embeddings"] = {side: str(tmp_path / f"emb_nan_{side}.npy") for side in ("encoder", "decoder")}
+    broken["run"]["initializer"] = "nan"
+    specs = [cell_spec(toy4, *CELLS[0], epochs=2), broken, cell_spec(toy4, *CELLS[1], epochs=2)]
+    outs = [tmp_path / f"n{i}" for i in range(3)]
+    with pytest.raises(
+        FloatingPointError, match="toy_block/nan/seed9/sinusoidal-True: training loss became nan in epoch 1"
+    ):
+        stacked.train_stack(specs, outs, CPU)
+    assert not (outs[1] / "final.json").exists() and not (outs[1] / "checkpoint.pt").exists()
+    for out, (alone_out, _, _) in zip((outs[0], outs[2]), alone[:2]):
+        pd.testing.assert_frame_equal(numbers(out), numbers(alone_out).iloc[:2], rtol=1e-5)
+        assert json.loads((out / "final.json").read_text())["epochs"] == 2
+
+
 class Killed(Exception):
     pass
 
@@ -175,3 +196,15 @@ def test_runs_a_stack_cannot_hold_are_named_before_any_training(toy4, tmp_path):
     message = str(error.value)
     assert "pos_encoding 'rotary'" in message and "lr 0.005 differs" in message
     assert not (tmp_path / "a" / "checkpoint.pt").exists()
+
+
+def test_every_tensor_of_a_stacked_model_is_on_its_runs_device(toy4):
+    """A stack of models on the meta device (as on a GPU) holds nothing on the CPU: a tensor made there would stop
+    its first step on a GPU."""
+    specs = [cell_spec(toy4, *cell) for cell in CELLS[:2]]
+    models = [epoch.build_model(spec, {side: np.load(spec["embeddings"][side]) for side in ("encoder", "decoder")})
+              for spec in specs]  # fmt: skip
+    state = stacked.StackState([torch.Generator(), torch.Generator()])
+    model = stacked.stack_models([m.to("meta") for m in models], state)
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    assert tensors and {name: t.device.type for name, t in tensors.items() if t.device.type != "meta"} == {}

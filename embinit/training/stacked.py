@@ -43,7 +43,7 @@ from embinit.models.loss import linear_cross_entropy
 from embinit.models.position import PositionEncoding
 from embinit.training import checkpoint
 from embinit.training.device import autocast, place, step_policy
-from embinit.training.epoch import FINITE_CHECK_EVERY, check_finite
+from embinit.training.epoch import check_finite
 from embinit.training.loop import (
     RUN_LOG,
     Run,
@@ -167,7 +167,7 @@ class StackedEmbedding(nn.Module):
         super().__init__()
         trains = [m.weight.requires_grad for m in parts]
         self.weight = nn.Parameter(torch.stack([m.weight.detach() for m in parts]), requires_grad=any(trains))
-        self.register_buffer("trains", torch.tensor(trains), persistent=False)
+        self.register_buffer("trains", torch.tensor(trains, device=self.weight.device), persistent=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         k, n = self.weight.shape[:2]
@@ -389,7 +389,8 @@ class Stack:
         return losses.detach(), terms
 
     def train_epoch(self, epoch: int, device: torch.device, bf16: bool) -> list[tuple[float, int]]:
-        """One pass of every run over its own batches, in step: (mean loss per term, real tokens) of each run."""
+        """One pass of every run over its own batches, in step: (mean loss per term, real tokens) of each run. The
+        losses are read once, at the end: a run whose loss is not finite leaves then (`train_group`)."""
         self.model.train()
         policy = step_policy(device)
         orders = [iter(run.sampler) for run in self.runs]
@@ -411,14 +412,7 @@ class Stack:
             for i in range(k):
                 terms[i] += n[i]
                 tokens[i] += int(lengths[i][indices[i]].sum())
-            if step % FINITE_CHECK_EVERY == 0:
-                self.check_finite(loss_sum, terms, epoch)
-        self.check_finite(loss_sum, terms, epoch)
         return [(float(s) / t, n) for s, t, n in zip(loss_sum.tolist(), terms, tokens)]
-
-    def check_finite(self, loss_sum: torch.Tensor, terms: list[int], epoch: int) -> None:
-        for run, value in zip(self.runs, loss_sum.tolist()):
-            check_finite(value, run.name, epoch, "training loss")
 
 
 def _adam_state_by_name(run: Run) -> dict[str, dict]:
@@ -474,43 +468,54 @@ def _train_stack(specs: list[dict], out_dirs: list[Path], device: torch.device) 
         identity = checkpoint.identity_of(spec)
         state = resume(run, path, identity)
         members.append((run, identity, state, dropout_generator(device), path, out_dir))
-    finals = {}
+    finals, failed = {}, []
     with contextlib.ExitStack() as space:
         for run, _, state, _, _, out_dir in members:
             space.enter_context(disk_space(out_dir, disk_needed(run, resuming=state is not None)))
         for start in sorted({m[2]["epoch"] if m[2] else 0 for m in members}):
             group = [m for m in members if (m[2]["epoch"] if m[2] else 0) == start]
-            for member, final in zip(group, train_group(group, start, device)):
-                finals[id(member)] = final
+            failed += train_group(group, start, device, finals)
+    if failed:  # the others are recorded
+        raise FloatingPointError("; ".join(failed))
     return [finals[id(m)] for m in members]
 
 
-def train_group(members: list[tuple], start: int, device: torch.device) -> list[dict]:
+def train_group(members: list[tuple], start: int, device: torch.device, finals: dict) -> list[str]:
     """Train runs that resume after epoch `start` (0: fresh) as one stack, each to its own last epoch, and record
-    them; a finished run leaves, and the rest go on as a new stack of their current state."""
+    them into `finals` (by id of the member); a finished run leaves, and so does one whose loss is no longer finite
+    (its checkpoint is its last finite epoch's, as alone), and the rest go on as a new stack of their current state.
+    Returns why runs failed."""
     kept = {id(m): (m[2]["rows"], m[2]["best_model"], m[2]) if m[2] else ([], None, None) for m in members}
-    finals, training, k = {}, list(members), len(members)
-    epoch = start
+    training, failed, k, epoch = list(members), [], len(members), start
     while training:
         runs = [m[0] for m in training]
         stack = Stack(runs, [m[3] for m in training])
         log.info("stack of %d runs from epoch %d: %s", len(runs), epoch + 1, ", ".join(r.name for r in runs))
-        last = min(run.spec["epochs"] for run in runs)
-        for epoch in range(epoch + 1, last + 1):
+        last, left = min(run.spec["epochs"] for run in runs), False
+        while epoch < last and not left:
+            epoch += 1
             began = time.perf_counter()
             results = stack.train_epoch(epoch, device, runs[0].bf16)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             seconds = time.perf_counter() - began
             stack.unstack()
-            for member, (train_loss, tokens) in zip(training, results):
+            for member, (train_loss, tokens) in zip(list(training), results):
                 run, identity, _, generator, path, _ = member
                 rows, best_model, _ = kept[id(member)]
-                row = scored_row(run, epoch, train_loss, tokens, seconds)
+                try:
+                    check_finite(train_loss, run.name, epoch, "training loss")
+                    row = scored_row(run, epoch, train_loss, tokens, seconds)
+                except FloatingPointError as error:
+                    log.error("%s; the rest of its stack trains on", error)
+                    failed.append(str(error))
+                    training.remove(member)
+                    left = True
+                    continue
                 state, best_model = end_epoch(run, identity, row, rows, best_model, path, run_rng(generator, device))
                 kept[id(member)] = (rows, best_model, state)
-        for member in [m for m in training if m[0].spec["epochs"] == last]:
+        for member in [m for m in training if m[0].spec["epochs"] == epoch]:
             run, _, _, _, path, out_dir = member
             finals[id(member)] = record(run, *kept[id(member)], path, out_dir, stack=k)
             training.remove(member)
-    return [finals[id(m)] for m in members]
+    return failed
