@@ -33,10 +33,16 @@ def test_collect_unpacks_only_run_files_under_results(tmp_path, monkeypatch):
 
 def test_the_run_script_allows_only_layer_and_train_rules_and_packs_the_blocks_records():
     text = lease.RUN_SH.format(rules=" ".join(lease.RULES), args="-- t", results="results/s/b", gpu_jobs=8,
-                               script="run2.sh", stem="run2", time_limit=500)  # fmt: skip
+                               script="run2.sh", stem="run2", time_limit=500, bench="")  # fmt: skip
     assert "--allowed-rules initialize_embedding train pack -- t" in text and "--profile profiles/local-gpu" in text
     assert "find results/s/b -path '*/seed*/*'" in text and '"$out/records-run2.tgz"' in text
     assert "-newer .lease/run2.sh" in text and "timeout --kill-after=30 500 python3 -m snakemake" in text
+    assert "stacked_step.py" not in text
+    # --bench: the stacked step timed on the GPU first, its figures beside the records
+    benched = lease.RUN_SH.format(rules="train", args="-- t", results="r", gpu_jobs=2, script="s.sh", stem="s",
+                                  time_limit=400, bench=lease.BENCH)  # fmt: skip
+    assert benched.index("bench/stacked_step.py --device cuda") < benched.index("python3 -m snakemake")
+    assert '--json "$out/stacked.json"' in benched and benched.index("out=${OUT:-.}") < benched.index("stacked_step")
     blocks = lease.block_dirs(
         "config/paper-scale-cpu.yaml", ["results/paper-scale-cpu/multi30k_xavier300/Xavier/seed0/base/final.json"]
     )

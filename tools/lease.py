@@ -88,15 +88,22 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     .lease/wheels/*.whl || exit
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-# stopped (SIGTERM: jobs cancelled, their partial outputs removed) in time to pack what finished
+out=${{OUT:-.}}
+{bench}# stopped (SIGTERM: jobs cancelled, their partial outputs removed) in time to pack what finished
 timeout --kill-after=30 {time_limit} python3 -m snakemake --profile profiles/local-gpu --cores "$(nproc)" \\
     --resources gpu_jobs={gpu_jobs} --scheduler greedy --allowed-rules {rules} {args}
 status=$?
-out=${{OUT:-.}}
 find {results} -path '*/seed*/*' \\( -name final.json -o -name metrics.parquet -o -name 'test.*.txt' \\
     -o -name train.log \\) -newer .lease/{script} -print0 | tar -czf "$out/records-{stem}.tgz" --null -T -
 tar -tzf "$out/records-{stem}.tgz" | grep -c final.json | sed 's/$/ run records packed/'
 exit $status
+"""
+
+
+# --bench: before training, the stacked step against k runs one after another on this GPU (docs/performance.md,
+# "Stacked runs"), about a minute, into $out/stacked.json
+BENCH = """PYTHONPATH=$PWD:$PWD/bench:/tmp/site timeout 300 python3 bench/stacked_step.py --device cuda --dims 300 \\
+    --ks 1 8 16 32 --steps 20 --json "$out/stacked.json"
 """
 
 
@@ -113,7 +120,8 @@ def prepare(args: argparse.Namespace) -> None:
     run_sh = LEASE / args.script
     run_sh.write_text(
         RUN_SH.format(rules=" ".join(RULES), args=there, results=" ".join(blocks), gpu_jobs=args.gpu_jobs,
-                      script=args.script, stem=Path(args.script).stem, time_limit=args.time_limit),
+                      script=args.script, stem=Path(args.script).stem, time_limit=args.time_limit,
+                      bench=BENCH if args.bench else ""),
         encoding="utf-8",
     )  # fmt: skip
     carry_txt = LEASE / "carry.txt"  # every script's paths: one call carries what any of them needs
@@ -145,6 +153,7 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=2, help="here, for the data jobs")
     p.add_argument("--gpu-jobs", type=int, default=8, help="there, training jobs sharing the GPU (profiles/local-gpu)")
     p.add_argument("--stack", type=int, default=0, help="there, runs of a block in one stacked process (0: each alone)")
+    p.add_argument("--bench", action="store_true", help="there, first time the stacked step (bench/stacked_step.py)")
     p.add_argument("--script", default="run.sh", help="its name in .lease/ (one per result set or call)")
     p.add_argument("--time-limit", type=int, default=3_000_000, help="seconds snakemake runs there before the packing")
     p.add_argument("targets", nargs="+")
