@@ -37,6 +37,8 @@ def test_stacked_packs_train_a_tables_runs_and_leave_nothing_to_rerun(tmp_path, 
     packs = sorted((tmp_path / "results/.packs").rglob("pack*.json"))
     packs = [json.loads(p.read_text()) for p in packs if not p.name.endswith(".runs.json")]
     assert sorted(len(p["runs"]) for p in packs) == [4, 4]
+    logs = [p.read_text() for p in (tmp_path / "results/.packs").rglob("pack*.log")]
+    assert len(logs) == 2 and all("4 runs trained here as stacks" in log for log in logs), logs
     assert "rule train:" not in proc.stderr  # no run trained as its own job
     again = run_snakemake(["results/table3.csv", "-n", "--configfile", str(cfg), *stacked], cwd=tmp_path)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]

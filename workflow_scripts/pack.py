@@ -38,6 +38,9 @@ def stacked() -> None:
     """Train the pack's runs here, stacks of the runs that can share a model (the others alone)."""
     params.extensions.load()
     specs = [job_spec(spec, inputs, params.train_threads) for spec, inputs in params.members]
+    with open(snakemake.log[0], "a", encoding="utf-8") as log:
+        print(f"{len(specs)} runs trained here as stacks (each run's lines in its train.log):", file=log)
+        print(*params.runs, sep="\n", file=log, flush=True)
     failed = train_stacks(specs, [Path(run).parent for run in params.runs], params.placement)
     if failed:
         raise SystemExit(
