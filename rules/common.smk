@@ -57,10 +57,10 @@ TRAINED = f"{RUN}/embeddings.npz"  # the reported state's input embedding layers
 # the job's log, this attempt's lines (Snakemake deletes it as a job starts); the run's train.log beside it, which
 # train_run appends to, keeps every attempt's, so a resumed run keeps what the cut one logged
 TRAIN_ATTEMPT_LOG = f"{RUN}/attempt.log"
-# Under a cluster executor (under any with cluster.stack), a pack: runs trained at the same time in one job of one GPU
-# (rule pack; stacked, in one process), this invocation's alone (its stamp): the runs it holds (written while the DAG
-# is built), its record (written when they all trained) and its log (the Snakemake inside the job; stacked, which
-# stacks it trains, each run's lines in its own train.log)
+# Under a cluster executor (under any with cluster.stack), a pack of runs trained at the same time in one job of one
+# GPU (stacked, in one process), this invocation's alone (its stamp). Its files are the runs it holds (written while
+# the DAG is built), its record (written when they all trained) and its log (the Snakemake inside the job; stacked,
+# which runs it trains, each run's lines in its own train.log)
 PACK_STAMP = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
 PACK_RUNS = f"{RES}/.packs/{{stamp}}/pack{{index}}.runs.json"
 PACK = f"{RES}/.packs/{{stamp}}/pack{{index}}.json"
