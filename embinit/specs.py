@@ -15,7 +15,7 @@ from embinit.training import Placement
 
 # `train` keys that change how fast a step runs and its floats' last bits only: in a run's spec (its identity) under
 # `speed_options` when on, and absent when off, so the default spec, and with it every earlier run's digest, is the same
-SPEED_OPTIONS = ("compile",)
+SPEED_OPTIONS = ("compile", "packed")
 
 
 def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> dict:

@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from embinit.models.config import ModelConfig
+from embinit.models.packing import Packing
 from embinit.models.position import POSITION_ENCODINGS, PositionEncoding
 from embinit.data.vocab import PAD
 
@@ -72,6 +73,11 @@ class TokenInput(nn.Module):
         """(B, T) ids at positions start .. start + T - 1 -> (B, T, D)."""
         return self.dropout(self.position.embed(self.embedding(ids) * self.scale, start))
 
+    def packed(self, ids: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """(B, T) ids from position 0 -> their real tokens' inputs, packed (n, D)."""
+        x = packing.pad(self.embedding(packing.pack(ids[..., None])[:, 0]) * self.scale)
+        return self.dropout(packing.pack(self.position.embed(x)))
+
 
 class Encoder(nn.Module):
     """Token input and a stack of encoder layers: the translator's source side, and all of the classifier."""
@@ -88,6 +94,14 @@ class Encoder(nn.Module):
         x = self.input(ids)
         for layer in self.layers:
             x = layer(x, keep, self.input.position)
+        return self.norm(x), keep
+
+    def packed(self, ids: torch.Tensor, packing: Packing) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` on the real tokens only: states packed (n, D), and keep."""
+        keep = key_padding(ids)
+        x = self.input.packed(ids, packing)
+        for layer in self.layers:
+            x = layer.packed(x, keep, self.input.position, packing)
         return self.norm(x), keep
 
 
@@ -143,14 +157,36 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor:
         """x (B, T, D) at positions start .. start + T - 1 attends to keys and values (B, heads, S, D / heads);
         with a `position` encoding (self-attention) the keys are at 0 .. S - 1 and already rotated."""
-        batch, length, dim = x.shape
-        q = self.split(self.query(x))  # (B, heads, T, D / heads)
+        return self.out(self.core(self.split(self.query(x)), k, v, keep, causal, position, start))
+
+    def packed(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor,
+        keep: torch.Tensor | None,
+        causal: bool,
+        position: PositionEncoding | None,
+        queries: Packing,
+        keys: Packing,
+    ) -> torch.Tensor:
+        """`forward` on packed queries x (n, D) and context (m, D): the projections on the real tokens, attention on
+        them padded (`queries`, `keys`), the output projection on the real tokens again."""
+        k = self.split(keys.pad(self.key(context)))
+        if position is not None:
+            k = position.rotate(k, 0)
+        v = self.split(keys.pad(self.value(context)))
+        y = self.core(self.split(queries.pad(self.query(x))), k, v, keep, causal, position, 0)
+        return self.out(queries.pack(y))
+
+    def core(self, q, k, v, keep, causal, position, start) -> torch.Tensor:
+        """Queries (B, heads, T, D / heads) over keys and values: (B, T, D), heads joined, before the output projection."""
+        batch, _, length, _ = q.shape
         bias = None
         if position is not None:
             q = position.rotate(q, start)
             bias = position.bias(start, length, k.size(2))  # (heads, T, S) or None
         if self.weights_sink is not None or (
-            self.training and self.dropout.p > 0 and self.dropout.masks_weights_on(x.device)
+            self.training and self.dropout.p > 0 and self.dropout.masks_weights_on(q.device)
         ):
             y = self._attend_with_cheap_dropout(q, k, v, keep, causal, bias)
         else:
@@ -164,7 +200,7 @@ class MultiHeadAttention(nn.Module):
                 if keep is not None:
                     mask = mask.masked_fill(~keep, float("-inf"))  # (B, heads, T, S)
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        return self.out(y.transpose(1, 2).reshape(batch, length, dim))
+        return y.transpose(1, 2).reshape(batch, length, -1)
 
     def _attend_with_cheap_dropout(self, q, k, v, keep, causal, bias=None) -> torch.Tensor:
         """SDPA's arithmetic, spelled out so the attention weights take the cheap CPU dropout mask: SDPA draws
@@ -205,6 +241,11 @@ class EncoderLayer(nn.Module):
         x = self.norm1(x + self.dropout(self.attention(x, x, keep, position=position)))
         return self.norm2(x + self.dropout(self.ffn(x)))
 
+    def packed(self, x: torch.Tensor, keep: torch.Tensor, position: PositionEncoding, packing: Packing) -> torch.Tensor:
+        """`forward` on packed states (n, D)."""
+        x = self.norm1(x + self.dropout(self.attention.packed(x, x, keep, False, position, packing, packing)))
+        return self.norm2(x + self.dropout(self.ffn(x)))
+
 
 class DecoderLayer(nn.Module):
     """Post-LN: causal self-attention, attention over the encoder output, feed-forward."""
@@ -228,6 +269,23 @@ class DecoderLayer(nn.Module):
         # position; outputs at pad positions are ignored by the loss.
         y = self.norm1(y + self.dropout(self.self_attention(y, y, causal=True, position=position)))
         y = self.norm2(y + self.dropout(self.cross_attention(y, memory, memory_keep)))
+        return self.norm3(y + self.dropout(self.ffn(y)))
+
+    def packed(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        memory_keep: torch.Tensor,
+        position: PositionEncoding,
+        targets: Packing,
+        sources: Packing,
+    ) -> torch.Tensor:
+        """`forward` on packed decoder states y (n, D) and encoder memory (m, D)."""
+        attend = self.self_attention.packed(y, y, None, True, position, targets, targets)
+        y = self.norm1(y + self.dropout(attend))
+        y = self.norm2(
+            y + self.dropout(self.cross_attention.packed(y, memory, memory_keep, False, None, targets, sources))
+        )
         return self.norm3(y + self.dropout(self.ffn(y)))
 
     def step(

@@ -15,6 +15,7 @@ import torch.nn as nn
 from embinit.models.config import ModelConfig
 from embinit.models.layers import INITS, DecoderLayer, Encoder, LayerCache, TokenInput, final_norm
 from embinit.models.loss import linear_cross_entropy, padded_cross_entropy
+from embinit.models.packing import Packing
 from embinit.data.vocab import BOS, EOS, PAD
 
 
@@ -62,14 +63,31 @@ class Translator(nn.Module):
         no tensor is read back."""
         return int(np.count_nonzero(tgt[:, 1:].numpy() != PAD))
 
-    def loss(self, src: torch.Tensor, tgt: torch.Tensor, fused: bool = True) -> torch.Tensor:
+    def loss(self, src: torch.Tensor, tgt: torch.Tensor, fused: bool = True, packed: bool = False) -> torch.Tensor:
         """Summed teacher-forced cross-entropy of tgt[:, 1:] given tgt[:, :-1], over its real (non-pad) tokens.
 
         `fused` (the CPU's path): the output projection runs only on the real tokens, fused with the loss
         (embinit.models.loss); else (CUDA's) one library cross-entropy over the padded logits. Same value.
+        `packed` (`train.packed`): every position-wise layer runs on the real tokens only (embinit.models.packing).
         """
+        if packed:
+            return self.packed_loss(src, tgt, fused)
         memory, keep = self.encode(src)
         return self.output_loss(self.decode(tgt[:, :-1], memory, keep), tgt[:, 1:], fused)
+
+    def packed_loss(self, src: torch.Tensor, tgt: torch.Tensor, fused: bool) -> torch.Tensor:
+        """`loss` with the position-wise layers on the real tokens: the same sum, up to float rounding."""
+        inputs, gold = tgt[:, :-1], tgt[:, 1:]
+        sources, targets = Packing.of(src), Packing.of(inputs)
+        memory, keep = self.encoder.packed(src, sources)
+        y = self.decoder_input.packed(inputs, targets)
+        for layer in self.decoder:
+            y = layer.packed(y, memory, keep, self.decoder_input.position, targets, sources)
+        y, gold = self.decoder_norm(y), targets.pack(gold[..., None])[:, 0]  # gold at each real input token
+        real = (gold != PAD).nonzero()[:, 0]  # an input's <eos> has no next token
+        if fused:
+            return linear_cross_entropy(y[real], self.output.weight, self.output.bias, gold[real])
+        return padded_cross_entropy(y, self.output.weight, self.output.bias, gold, ignore_index=PAD)
 
     def output_loss(self, states: torch.Tensor, gold: torch.Tensor, fused: bool = True) -> torch.Tensor:
         """The loss's last part: decoder states (B, T, D) through the output projection, against gold (B, T)."""

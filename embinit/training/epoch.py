@@ -55,13 +55,16 @@ def batch_loss(
     device: torch.device,
     policy: StepPolicy | None = None,
     compiled_loss: Callable[..., torch.Tensor] | None = None,
+    packed: bool = False,
 ) -> tuple[torch.Tensor, int]:
     """Summed cross-entropy of one host batch (on the device) and its number of terms: target tokens or examples.
     `policy`: how the step runs, the device's own by default (embinit.training.device.step_policy); `compiled_loss`:
-    the model's loss as `compile_loss` gives it, run in place of its own `loss` (None: eager)."""
+    the model's loss as `compile_loss` gives it, run in place of its own `loss` (None: eager); `packed`: a
+    translator's position-wise layers on the real tokens only (`train.packed`)."""
     policy = policy or step_policy(device)
     terms = model.loss_terms(batch[1])  # counted on the host copy: no device sync
-    return (compiled_loss or model.loss)(*policy.to_device(batch, device), fused=policy.fused_loss), terms
+    options = {"packed": True} if packed else {}
+    return (compiled_loss or model.loss)(*policy.to_device(batch, device), fused=policy.fused_loss, **options), terms
 
 
 def check_finite(value: float, name: str, epoch: int, what: str) -> None:
@@ -77,11 +80,12 @@ def train_step(
     bf16: bool,
     policy: StepPolicy,
     compiled_loss: Callable[..., torch.Tensor] | None = None,
+    packed: bool = False,
 ) -> tuple[torch.Tensor, int]:
     """One Adam step on one host batch: its summed loss, left on the device (reading it would wait for the
     device), and its number of terms."""
     with autocast(device, bf16):
-        loss, n = batch_loss(model, batch, device, policy, compiled_loss)
+        loss, n = batch_loss(model, batch, device, policy, compiled_loss, packed)
     optimizer.zero_grad(set_to_none=True)
     (loss / n).backward()
     optimizer.step()
@@ -98,9 +102,10 @@ def train_epoch(
     name: str = "",
     epoch: int = 0,
     compiled_loss: Callable[..., torch.Tensor] | None = None,
+    packed: bool = False,
 ) -> tuple[float, int]:
-    """One pass of Adam steps over `batches` (`compiled_loss`: see `compile_loss`; None: eager); returns (mean loss
-    per term, real non-pad tokens seen)."""
+    """One pass of Adam steps over `batches` (`compiled_loss`: see `compile_loss`; None: eager; `packed`: see
+    `batch_loss`); returns (mean loss per term, real non-pad tokens seen)."""
     model.train()
     policy = step_policy(device, compiled=compiled_loss is not None)
     lengths = data.lengths()
@@ -108,7 +113,7 @@ def train_epoch(
     terms = tokens = 0
     progress = tqdm(batches, desc=f"{name} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10)
     for step, indices in enumerate(progress, start=1):
-        loss, n = train_step(model, optimizer, data.batch(indices), device, bf16, policy, compiled_loss)
+        loss, n = train_step(model, optimizer, data.batch(indices), device, bf16, policy, compiled_loss, packed)
         loss_sum += loss
         terms += n
         tokens += int(lengths[indices].sum())

@@ -200,6 +200,7 @@ class Run:
     embeddings: dict[str, np.ndarray]
     model: nn.Module
     compiled_loss: Callable[..., torch.Tensor] | None  # the training steps' loss compiled (train.compile), or None
+    packed: bool  # the training steps' position-wise layers on the real tokens only (train.packed)
     optimizer: torch.optim.Optimizer
     generator: torch.Generator
     sampler: RandomBatchSampler | BucketBatchSampler
@@ -220,6 +221,9 @@ def prepare(spec: dict, device: torch.device) -> Run:
     embeddings = {side: np.load(path) for side, path in spec["embeddings"].items() if path}
     model = build_model(spec, embeddings).to(device)
     compiled = bool((spec.get("speed_options") or {}).get("compile", False))
+    packed = bool((spec.get("speed_options") or {}).get("packed", False))
+    if packed and kind != "translation":
+        raise ValueError(f"run {name}: train.packed is for translation runs, this one is {kind}")
     generator = torch.Generator().manual_seed(spec["seed"])
     run = Run(
         spec=spec,
@@ -230,6 +234,7 @@ def prepare(spec: dict, device: torch.device) -> Run:
         embeddings=embeddings,
         model=model,
         compiled_loss=compile_loss(model) if compiled else None,
+        packed=packed,
         optimizer=adam(model, spec["lr"], train_cfg),
         generator=generator,
         sampler=batch_sampler(
@@ -291,6 +296,7 @@ def epoch_row(run: Run, epoch: int) -> dict:
         run.name,
         epoch,
         run.compiled_loss,
+        run.packed,
     )
     if run.device.type == "cuda":
         torch.cuda.synchronize(run.device)

@@ -83,6 +83,8 @@ def stack_problems(specs: list[dict]) -> list[str]:
             problems.append(f"run {name}: output_embedding 'tied' (its projection is its frozen or trained input)")
         if (spec.get("speed_options") or {}).get("compile"):
             problems.append(f"run {name}: train.compile (a stack's steps run eagerly)")
+        if (spec.get("speed_options") or {}).get("packed"):
+            problems.append(f"run {name}: train.packed (a stack pads its runs' batches to one)")
         problems += [
             f"run {name}: {key} {spec.get(key)!r} differs from run {run_name(first['run'])}'s {first.get(key)!r}"
             for key in SHARED_KEYS
