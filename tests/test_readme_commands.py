@@ -16,6 +16,8 @@ from conftest import REPO
 
 SNAKEMAKE = ".venv/bin/snakemake"
 TARGET = re.compile(r"^results/\S+\.(csv|md|png|json)$")
+# A bare assignment (`S="..."`, `R=results/x`); `NAME=value command` runs the command, so it is not one.
+ASSIGNMENT = re.compile(r"""^[A-Z_]+=("[^"]*"|'[^']*'|\S*)\s*$""")
 
 
 DOCUMENTS = [REPO / "README.md", *sorted(REPO.glob("results/*/README.md")), *sorted(REPO.glob("docs/*.md"))]
@@ -36,7 +38,7 @@ def snakemake_commands(path) -> list[list[str]]:
         script = ["args() { printf '%s\\0' \"$@\"; printf '\\n'; }"]
         for line in lines:
             line = line.split(" # ")[0].replace(SNAKEMAKE, "args")
-            if re.match(r"^[A-Z]+=", line) or line.startswith("$"):  # an assignment, or a command held in one
+            if ASSIGNMENT.match(line) or line.startswith("$"):  # an assignment, or a command held in one
                 script.append(line)
             elif "args " in line:  # the snakemake step of a line (command 1 installs first)
                 script.append(line[line.index("args ") :])
