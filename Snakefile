@@ -7,7 +7,7 @@ from snakemake.utils import min_version
 
 from embinit.checks import allowed_rules_exceeded, check, check_local_device, check_schema
 from embinit.cluster import check_requests, requests_of
-from embinit.config import add_hub_checkpoints, load
+from embinit.config import add_hub_checkpoints, load, sides_of
 from embinit.data.preflight import fetched_remotes, offline_problem
 from embinit.outputs import targeted_outputs
 from embinit.trials import try_entries
@@ -69,7 +69,7 @@ rule all:
 rule vocabularies:
     """Tokenized splits and vocabularies of the run_blocks."""
     input:
-        sorted({block_path(VOCAB, b, side=s) for b in config["run_blocks"] for s in sides_of(config, b)}),
+        sorted({W.block_path(P.vocab, b, side=s) for b in config["run_blocks"] for s in sides_of(config, b)}),
 
 
 onstart:
@@ -84,7 +84,7 @@ onstart:
         raise SystemExit(beyond)
     if workflow.non_local_exec:  # profiles/slurm: what sbatch would refuse or leave pending fails before submission
         check_requests(config["cluster"], requests_of(planned))
-        write_pack_lists()
+        write_pack_lists(packs(), P.pack_runs, PACK_STAMP)
     if workflow.is_main_process and workflow.execution_settings.lock:
         RESULTS_LOCK.acquire()
 

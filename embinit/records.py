@@ -3,10 +3,10 @@
 Snakemake reruns a job whose params changed only while its own records (.snakemake/metadata) are there; from
 another working directory, or after they are deleted, a stale output would look current. So a run's final.json and
 a layer's sidecar hold the digest of the spec their job ran with, and the workflow compares it with the planned one
-while it builds the DAG (`plan`, called by the input functions of rules/common.smk). An aggregate (a table, a
-figure) keeps the digest of the records it read (runs' final.json and metrics, the tables compared): a record
-missing or changed since it was built makes it stale (`plan_aggregate`). Snakemake alone keeps a table whose
-inputs were deleted (as it keeps outputs downstream of a temp() file): nothing would rerun the lost run.
+before it builds the DAG (embinit.workflow.staleness). An aggregate (a table, a figure) keeps the digest of the
+records it read (runs' final.json and metrics, the tables compared): a record missing or changed since it was built
+makes it stale (`aggregate_stale_reason`). Snakemake alone keeps a table whose inputs were deleted (as it keeps
+outputs downstream of a temp() file): nothing would rerun the lost run.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import hashlib
 import json
 import os
 import socket
-import sys
-import time
 from pathlib import Path
 
 from embinit.io import sha256_of, write_text_atomic
@@ -83,46 +81,6 @@ def code_stale_reason(record: str | os.PathLike, current: str, accepted: list[st
     )
 
 
-_SAID: set[str] = set()
-
-
-def plan(
-    planned: str | os.PathLike,
-    record: str | os.PathLike,
-    spec: dict,
-    output: str | os.PathLike | None = None,
-    problem: str | None = None,
-) -> str:
-    """Write `spec` to `planned`, a file the job takes as input, and date it now when `record` is stale against
-    it, or a check of the output found a `problem` (the job then reruns by mtime, whatever .snakemake/ holds; the
-    run says why on stderr), and at the epoch otherwise (it triggers nothing). Returns `planned`."""
-    reason = problem or stale_reason(record, spec, output)
-    return _date(planned, {"spec_digest": spec_digest(spec), "spec": spec}, reason)
-
-
-def _date(planned: str | os.PathLike, content: dict, reason: str | None) -> str:
-    """Write `content` to `planned` if it differs, and date it now when `reason` says the output is stale (said once
-    on stderr), else at the epoch. A stale plan also holds the reason and the time: Snakemake takes an input newer
-    than the output as unchanged while its checksum equals the one it recorded when the output was built."""
-    planned, stamp = Path(planned), time.time() if reason else 0
-    if reason:
-        content = {**content, "stale": {"reason": reason, "at": stamp}}
-    text = json.dumps(content, indent=1, sort_keys=True, default=str)
-    if not planned.is_file() or planned.read_text(encoding="utf-8") != text + "\n":
-        write_text_atomic(planned, text + "\n")
-    os.utime(planned, (stamp, stamp))
-    if reason and reason not in _SAID:  # input functions run more than once per job
-        _SAID.add(reason)
-        print(f"embinit: stale output, its job reruns: {reason}", file=sys.stderr)
-    return str(planned)
-
-
-def plan_check(planned: str | os.PathLike, problems: list[str]) -> str:
-    """`planned`, dated now when a check of the job's outputs found `problems` (it then rebuilds them), else at the
-    epoch."""
-    return _date(planned, {}, "; ".join(problems) or None)
-
-
 _HASHED: dict[tuple[str, int, int], str] = {}
 
 
@@ -157,15 +115,8 @@ def aggregate_stale_reason(output: str | os.PathLike, records: list[str]) -> str
     return None
 
 
-def plan_aggregate(planned: str | os.PathLike, output: str | os.PathLike, records: list[str]) -> str:
-    """Write the records the aggregate `output` reads to `planned`, dated now when `output` is stale against them
-    (aggregate_stale_reason), else at the epoch. Returns `planned`."""
-    return _date(planned, {"records": sorted(records)}, aggregate_stale_reason(output, records))
-
-
-def write_aggregate_sidecar(output: str | os.PathLike, planned: str | os.PathLike) -> None:
-    """Record the digest of the records (listed in `planned`) that `output` was just built from."""
-    records = json.loads(Path(planned).read_text(encoding="utf-8"))["records"]
+def write_aggregate_sidecar(output: str | os.PathLike, records: list[str]) -> None:
+    """Record the digest of the records that `output` was just built from."""
     write_text_atomic(sidecar_of(output), json.dumps({"records_digest": records_digest(records)}) + "\n")
 
 

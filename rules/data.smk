@@ -1,7 +1,7 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
 from embinit.data.fetch import FetchSettings, archive_members, check_cached
-from embinit.config import evaluated_splits
+from embinit.config import evaluated_splits, task_sides
 from embinit.data.vocab import SPLIT_LAYOUT
 from embinit.runsheet import fetched_raw
 
@@ -18,9 +18,9 @@ ARCHIVES = archive_members(config["remotes"])
 
 rule fetch:
     output:
-        RAW,
+        P.raw,
     log:
-        fill(DATA_LOG, stage="fetch", name="{relpath}"),
+        fill(P.data_log, stage="fetch", name="{relpath}"),
     wildcard_constraints:
         relpath=_choice(set(config["remotes"]).difference(*ARCHIVES.values())),
     localrule: True
@@ -44,7 +44,7 @@ for _url, _members in ARCHIVES.items():
         output:
             [raw(rel) for rel in _members],
         log:
-            fill(DATA_LOG, stage="fetch", name=os.path.join(_folder, os.path.basename(_url))),
+            fill(P.data_log, stage="fetch", name=os.path.join(_folder, os.path.basename(_url))),
         localrule: True
         conda:
             PIPELINE_ENV
@@ -57,13 +57,13 @@ for _url, _members in ARCHIVES.items():
 
 # The remotes of every raw file the jobs of config `outputs` fetch (the DAG of `all`), by relpath: what prefetch and
 # preflight cover (tests/test_preflight.py compares them with each shipped config's dry run).
-NEEDED_REMOTES = {rel: config["remotes"][rel] for rel in fetched_raw(config, RUNS, LAYERS)}
+NEEDED_REMOTES = {rel: config["remotes"][rel] for rel in fetched_raw(config, W.runs, W.layers)}
 
 
 rule prefetch:
     """Fetch every raw file the outputs need, e.g. on a login node; every failure listed at the end."""
     log:
-        fill(DATA_LOG, stage="prefetch", name="summary"),
+        fill(P.data_log, stage="prefetch", name="summary"),
     localrule: True
     conda:
         PIPELINE_ENV
@@ -78,7 +78,7 @@ rule prefetch:
 rule preflight:
     """One table of every remote the run needs: hash, cached copy, mirror hit, what the remote says (no download)."""
     log:
-        fill(DATA_LOG, stage="preflight", name="table"),
+        fill(P.data_log, stage="preflight", name="table"),
     localrule: True
     conda:
         PIPELINE_ENV
@@ -97,18 +97,18 @@ for _task, _tcfg in config["tasks"].items():
         name:
             f"prepare_{_task}"
         input:
-            **{role: expand(RAW, relpath=paths) for role, paths in _tcfg.get("files", {}).items()},
-            **dataset_folder(_task),
+            **{role: expand(P.raw, relpath=paths) for role, paths in _tcfg.get("files", {}).items()},
+            **W.dataset_folder(_task),
         output:
-            **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
+            **{s: fill(P.prepared, task=_task, split=s) for s in W.task_splits(_task)},
         log:
-            fill(DATA_LOG, stage="prepare", name=_task),
+            fill(P.data_log, stage="prepare", name=_task),
         conda:
             PIPELINE_ENV
         resources:
             **CPU_JOB,
         params:
-            **prepare_params(_task),
+            **W.prepare_params(_task),
             fmt=_tcfg["format"],
         script:
             "../workflow_scripts/prepare.py"
@@ -117,16 +117,14 @@ for _task, _tcfg in config["tasks"].items():
         name:
             f"vocab_{_task}"
         input:
-            **{s: fill(PREPARED, task=_task, split=s) for s in task_splits(_task)},
-            tokenizer_file=tokenizer_input,
-            check=vocab_check(_task),
+            unpack(vocab_inputs(_task)),
         output:
-            **{f"vocab_{side}": fill(VOCAB, task=_task, side=side) for side in task_sides(config, _task)},
-            **{f"ids_{s}": fill(TOKENIZED, task=_task, split=s) for s in task_splits(_task)},
-            **({"detokenizer": fill(DETOKENIZER, task=_task)} if evaluated_splits(config, _task) else {}),
-            **{f"references_{s}": fill(REFERENCES, task=_task, split=s) for s in evaluated_splits(config, _task)},
+            **{f"vocab_{side}": fill(P.vocab, task=_task, side=side) for side in task_sides(config, _task)},
+            **{f"ids_{s}": fill(P.tokenized, task=_task, split=s) for s in W.task_splits(_task)},
+            **({"detokenizer": fill(P.detokenizer, task=_task)} if evaluated_splits(config, _task) else {}),
+            **{f"references_{s}": fill(P.references, task=_task, split=s) for s in evaluated_splits(config, _task)},
         log:
-            fill(DATA_LOG, stage="vocab", name=f"{_task}/{{tokenizer}}"),
+            fill(P.data_log, stage="vocab", name=f"{_task}/{{tokenizer}}"),
         wildcard_constraints:
             tokenizer=_choice(["spacy", *config["sources"]]),
         conda:
@@ -138,7 +136,7 @@ for _task, _tcfg in config["tasks"].items():
             kind=_tcfg["kind"],
             languages=_tcfg["languages"],
             min_freq=_tcfg["min_freq"],
-            splits=task_splits(_task),
+            splits=W.task_splits(_task),
             sides=task_sides(config, _task),
             evaluated=evaluated_splits(config, _task),
             layout=SPLIT_LAYOUT,  # a new column layout of the tokenized splits rebuilds them

@@ -2,18 +2,20 @@
 # initializer and seed.
 from embinit.specs import missing_code
 
+AUXILIARY = W.auxiliary_sources()  # the sources the missing-row policy reads beside the block's
+
 
 rule extract_embeddings:
     """Rows of the side's source for each vocabulary entry; missing words filled by `embeddings.missing`."""
     input:
-        unpack(source_files),
-        vocab=lambda wc: block_path(VOCAB, wc.block, side=wc.side),
+        unpack(lambda wc: W.source_files(wc.block, wc.side)),
+        vocab=lambda wc: W.block_path(P.vocab, wc.block, side=wc.side),
         auxiliary=[path for source in AUXILIARY.values() for path in source["files"].values()],
     output:
-        npy=PRETRAINED,
-        meta=PRETRAINED_TOKENS,
+        npy=P.pretrained,
+        meta=P.pretrained_tokens,
     log:
-        fill(LAYERS_LOG, name="extract_{side}"),
+        fill(P.layers_log, name="extract_{side}"),
     conda:
         PIPELINE_ENV
     resources:
@@ -22,7 +24,7 @@ rule extract_embeddings:
     params:
         # only where the policy reads other sources, so the default's params (its rerun trigger) stay as they were
         **({"auxiliary": AUXILIARY} if AUXILIARY else {}),
-        source=lambda wc: config["sources"][source_of(wc.block, wc.side)],
+        source=lambda wc: config["sources"][W.source_of(wc.block, wc.side)],
         missing=config["embeddings"]["missing"],
         missing_params=config["embeddings"]["missing_params"].get(config["embeddings"]["missing"], {}),
         missing_seed=config["embeddings"]["missing_seed"],
@@ -37,15 +39,15 @@ rule initialize_embedding:
     input:
         unpack(layer_inputs),
     output:
-        npy=EMBEDDING,
+        npy=P.embedding,
     log:
-        fill(LAYERS_LOG, name="initialize_{init}_seed{seed}_{side}"),
+        fill(P.layers_log, name="initialize_{init}_seed{seed}_{side}"),
     conda:
         PIPELINE_ENV
     resources:
         **CPU_JOB,
     params:
-        spec=layer_params,
+        spec=lambda wc: W.layer_spec(LayerKey.of(wc)),
         extensions=EXTENSIONS,
     script:
         "../workflow_scripts/initialize_embedding.py"

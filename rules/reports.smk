@@ -1,6 +1,7 @@
 # Stage 5, reports (embinit/reports): one rule per output of the registry embinit/outputs.py, named as the output.
 # Each takes its runs' files from the run sheet and its layer files from the layer sheet (rules/common.smk), and
 # hands their rows to the output's builder (embinit.reports.builders, by workflow_scripts/report.py).
+from embinit.outputs import OUTPUTS, seeded_tables
 
 
 for _out in OUTPUTS.values():
@@ -9,12 +10,11 @@ for _out in OUTPUTS.values():
         name:
             _out.name
         input:
-            **output_inputs(_out),
-            plan=output_plan(_out),
+            unpack(output_inputs(_out)),
         output:
-            **output_files(_out),
+            **W.output_files(_out),
         log:
-            fill(REPORTS_LOG, name=_out.name),
+            fill(P.reports_log, name=_out.name),
         localrule: _out.local
         conda:
             PIPELINE_ENV
@@ -23,8 +23,9 @@ for _out in OUTPUTS.values():
         params:
             **({"seeded": seeded_tables()} if _out.reads_tables else {}),
             output=_out.name,
-            rows=sheet_rows(_out),
-            layers=LAYERS[LAYERS.output == _out.name].drop(columns="output").to_dict("records"),
+            rows=W.sheet_rows(_out),
+            layers=W.layer_rows(_out),
+            records=W.output_records(_out),  # their digest goes beside the output (embinit.records)
             config=_out.config_of(config),  # a changed section (e.g. table4's seed or pos_rows) rebuilds it
         script:
             "../workflow_scripts/report.py"

@@ -7,11 +7,11 @@ rule train:
     input:
         unpack(train_inputs),
     output:
-        final=FINAL,
-        metrics=METRICS,
-        embeddings=TRAINED,
+        final=P.final,
+        metrics=P.metrics,
+        embeddings=P.trained,
     log:
-        TRAIN_ATTEMPT_LOG,
+        P.attempt_log,
     conda:
         PIPELINE_ENV
     threads: 2
@@ -21,7 +21,7 @@ rule train:
         mem_mb=16000,
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],
     params:
-        spec=train_params,
+        spec=lambda wc: W.train_spec(RunKey.of(wc)),
         extensions=EXTENSIONS,
         # an object, which Snakemake leaves out of its rerun trigger: where a run runs is not what it is
         placement=Placement.from_config(config),
@@ -37,9 +37,9 @@ checkpoint pack:
     input:
         pack_inputs,
     output:
-        PACK,
+        P.pack,
     log:
-        PACK_LOG,
+        P.pack_log,
     wildcard_constraints:
         stamp=r"[0-9T]+-[0-9]+",
         index=r"\d+",
@@ -54,7 +54,7 @@ checkpoint pack:
         # the runs share the GPU and train side by side: the longest run's time (docs/performance.md)
         runtime=lambda wc: max(train_resource("runtime")(wc)),
     params:
-        runs=lambda wc: [run_file(FINAL, run) for run in pack_runs(wc)],
+        runs=lambda wc: [run.fill(P.final) for run in pack_runs(wc)],
         train_threads=lambda wc: max(train_resource("_cores")(wc)),
         # what the config is made of (config files and --config), for the Snakemake inside the job
         config=workflow.config_settings.overwrite_config,
@@ -62,7 +62,7 @@ checkpoint pack:
         deployment=sorted(m.item_to_choice() for m in workflow.deployment_settings.deployment_method),
         stack=STACKED,
         # cluster.stack: each run's spec and input files, for the stack that trains them in this job
-        members=lambda wc: [(train_params(run_wildcards(run)), run_inputs(run_wildcards(run))) for run in pack_runs(wc)],
+        members=lambda wc: [(W.train_spec(run), W.run_inputs(run)) for run in pack_runs(wc)],
         extensions=EXTENSIONS,
         placement=Placement.from_config(config),
     script:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ONE_RUN, assert_same_outcome, load_default_config, one_run_config, run_snakemake, write_config
-from embinit.records import ResultsLock, plan, recorded_digest, sidecar_of, spec_digest, stale_reason, write_sidecar
+from embinit.records import ResultsLock, recorded_digest, sidecar_of, spec_digest, stale_reason, write_sidecar
 
 LAYER = "results/sst2_glove6b50d/Pretrained/seed0/embedding_encoder.npy"
 BROKEN = """import numpy as np
@@ -170,20 +170,6 @@ def test_records_digests_and_sidecars(tmp_path):
     old = tmp_path / "final.json"
     old.write_text(json.dumps({"epochs": 1}))  # a record from before digests: nothing to compare
     assert stale_reason(old, spec) is None
-
-
-def test_plan_dates_the_planned_spec_by_whether_the_record_is_stale(tmp_path, capsys):
-    record, planned, spec = tmp_path / "final.json", tmp_path / "plan.json", {"epochs": 1}
-    plan(planned, record, spec)  # no record yet: its job runs anyway
-    assert json.loads(planned.read_text())["spec"] == spec and planned.stat().st_mtime == 0
-    record.write_text(json.dumps({"spec_digest": spec_digest(spec)}))
-    plan(planned, record, spec)
-    assert planned.stat().st_mtime == 0 and capsys.readouterr().err == ""
-    plan(planned, record, {"epochs": 2})  # stale: newer than the record, and said
-    assert planned.stat().st_mtime >= record.stat().st_mtime
-    assert "stale output, its job reruns: " in capsys.readouterr().err
-    plan(planned, record, spec)  # the config changed back: it triggers nothing again
-    assert planned.stat().st_mtime == 0 and json.loads(planned.read_text())["spec"] == spec
 
 
 def test_the_results_lock_is_exclusive_and_dropped_with_its_holder(tmp_path):

@@ -1,8 +1,7 @@
 """Snakemake script: the embedding layer one run starts from (embinit.layers.initializers.initialize_file).
 
 input:  vocab (vocabulary parquet: N = its rows), pretrained (pretrained_<side>.npy; leave it out when the side
-        has no source: the layer is then Xavier), plan (what the workflow plans: it only triggers reruns,
-        embinit.records.plan)
+        has no source: the layer is then Xavier)
 params: spec (dict: initializer, params (its config initializer_params entry), fingerprint (its params and code:
         embinit.layers.initializers.fingerprint), seed, dim (D), side (mixed into the seed)), extensions
         (embinit.extensions.ExtensionFiles, loaded first so an initializer they register is known)

@@ -6,8 +6,8 @@ Expects:
   snakemake.params.layers  its layer sheet rows (embinit.runsheet.layer_sheet), each naming its file (an input)
   snakemake.params.config  the config sections its builder reads (empty for most)
   snakemake.params.seeded  the paper comparison's only: the tables whose findings are judged paired by seed
-  snakemake.input.plan     the records it reads (embinit.records.plan_aggregate); their digest goes beside its first
-                           output when it is built
+  snakemake.params.records the records it reads (runs' final.json and metrics, compared tables); their digest goes
+                           beside its first output when it is built (embinit.records.aggregate_stale_reason)
   snakemake.output         a table's `csv` and `md`, a figure's `png` and `csv`
   snakemake.log[0]         the job's log
 """
@@ -25,4 +25,4 @@ with job_log(snakemake.log[0]):
     name = snakemake.params.output
     result = getattr(builders, name)(snakemake)
     logging.info("%s: %d rows -> %s", name, len(result), ", ".join(snakemake.output))
-    write_aggregate_sidecar(snakemake.output[0], snakemake.input.plan)
+    write_aggregate_sidecar(snakemake.output[0], snakemake.params.records)

@@ -3,8 +3,7 @@
 Expects:
   snakemake.input    train, valid, test (tokenized parquet; SST-2 has no test), emb_encoder, emb_decoder
                      (translation), and for translation detokenizer (the decoder's detokenizer file) and
-                     references_valid, references_test (the BLEU references files), all of the vocab stage;
-                     plan (what the workflow plans: it only triggers reruns, embinit.records.plan)
+                     references_valid, references_test (the BLEU references files), all of the vocab stage
   snakemake.params   spec (dict: kind, model, train (without Placement.CONFIG_KEYS), variant, epochs, batch_size,
                      lr, seed, valid_bleu, num_classes, tokenizer, languages, run, position_code: the
                      position encoding's code_fingerprint; its digest goes into final.json); extensions
