@@ -65,9 +65,10 @@ JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
 def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str, object, object]]:
     """Every name the config uses to refer to something defined elsewhere, as (key, name, what it must be in):
-    outputs, blocks, tasks, sources, variants, remotes, and the registries' initializers, missing-row policies and
-    position encodings; an initializer is a registry entry or a named setting (`initializer_params.<name>.entry`); a
-    missing-row policy's parameter annotated `NameOf` (`focus`'s source and fallback), as set or by default.
+    outputs, blocks, tasks, sources, variants, remotes, and the registries' initializers, missing-row policies,
+    position encodings and batchings (`train.batching`, a variant's own); an initializer is a registry entry or a
+    named setting (`initializer_params.<name>.entry`); a missing-row policy's parameter annotated `NameOf` (`focus`'s
+    source and fallback), as set or by default.
     An output's config section (its name, e.g. `table3`) refers by its keys: `block(s)`, `initializers`, `variant(s)`,
     `seeds` (by block), `seeds_by_variant`, `seeds_by_initializer` (initializer -> variant), `controls` (block ->
     block, among its `blocks`) and `questions` (a remote)."""
@@ -92,8 +93,11 @@ def references(config: dict, registries: dict[str, dict]) -> Iterator[tuple[str,
     for n in dict.fromkeys([config["embeddings"]["missing"], *config["embeddings"]["missing_params"]]):
         for param, (mark, value) in names_of(policies[n], config["embeddings"]["missing_params"].get(n, {})).items():
             yield f"embeddings.missing_params.{n}.{param}", value, named[mark.what]
+    yield "train.batching", config["train"]["batching"], registries["batching"]
     for name, variant in config["variants"].items():
         yield f"variants.{name}.pos_encoding", variant["pos_encoding"], registries["position encoding"]
+        if "batching" in variant.get("train", {}):
+            yield f"variants.{name}.train.batching", variant["train"]["batching"], registries["batching"]
     for section in ("tasks", "sources"):
         for name, entry in config[section].items():
             for role, paths in entry.get("files", {}).items():  # a hf_dataset task has none

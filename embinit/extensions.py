@@ -5,7 +5,9 @@ An extension file is imported as a module and may register, as the built-ins do:
   `initializer_params`, `blocks.*.initializers`, `table3.initializers`);
 - a missing-row policy: `@embinit.layers.missing.register_missing("name")` (config `embeddings.missing`,
   `embeddings.missing_params`);
-- a position encoding: `@embinit.models.position.register("name")` (config `variants.*.pos_encoding`).
+- a position encoding: `@embinit.models.position.register("name")` (config `variants.*.pos_encoding`);
+- a batching: `@embinit.training.batching.register_batching("name")` (config `train.batching`,
+  `variants.*.train.batching`).
 
 `embinit.checks.check` loads them first, so their names pass the config checks, and every job that uses a registry
 loads them again (Snakemake jobs are separate processes; the rules pass the paths as an `ExtensionFiles`). Paths are
@@ -31,6 +33,7 @@ from embinit.layers.initializers import INITIALIZERS
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
 from embinit.registry import Registry, Snapshot
+from embinit.training.batching import BATCHINGS
 
 
 class ExtensionError(ValueError):
@@ -43,7 +46,7 @@ _ORIGIN: dict[tuple[str, str], Path] = {}  # (registry kind, name) -> the extens
 
 def registries() -> dict[str, Registry]:
     """Every registry an extension may add to, by the kind named in errors."""
-    return {reg.kind: reg for reg in (INITIALIZERS, MISSING_POLICIES, POSITION_ENCODINGS)}
+    return {reg.kind: reg for reg in (INITIALIZERS, MISSING_POLICIES, POSITION_ENCODINGS, BATCHINGS)}
 
 
 def _snapshot() -> dict[str, Snapshot]:

@@ -1,5 +1,5 @@
-"""Named entries of one kind (initializers, position encodings, missing-row fills) that the built-ins and the
-user's extension files (embinit.extensions) add to, each through its module's own `register` decorator."""
+"""Named entries of one kind (initializers, position encodings, missing-row fills, batchings) that the built-ins and
+the user's extension files (embinit.extensions) add to, each through its module's own `register` decorator."""
 
 from __future__ import annotations
 

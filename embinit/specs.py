@@ -12,6 +12,7 @@ from embinit.registry import names_of
 from embinit.outputs import layer_recipe, variant_settings, variants_of
 from embinit.records import spec_digest
 from embinit.training import Placement
+from embinit.training.batching import BATCHINGS
 
 # `train` keys that change how fast a step runs and its floats' last bits only: in a run's spec (its identity) under
 # `speed_options` when on, and absent when off, so the default spec, and with it every earlier run's digest, is the same
@@ -39,7 +40,8 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     recipe ablation's `model.init`, `train.batching`). A named setting of an initializer
     (`initializer_params.<name>.entry`) puts its entry and parameters in the run's identity; a name that is its
     entry's own adds nothing there (its layer's spec holds its parameters), so earlier runs keep their digests; so does
-    a speed option (`train.compile`) that is off, and one that is on is named under `speed_options`."""
+    a speed option (`train.compile`) that is off, and one that is on is named under `speed_options`; so does a built-in
+    batching, and one of the user's (an extension file) puts its code under `batching_code`."""
     block_cfg, task = config["blocks"][block], config["tasks"][config["blocks"][block]["task"]]
     switches = variants_of(config)[variant]
     setting = config["train"]["valid_bleu"]
@@ -49,6 +51,7 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
         run |= {"initializer_entry": entry, "initializer_params": params}
     train = variant_settings(config, switches, "train")
     speed = {k: True for k in SPEED_OPTIONS if train.get(k, False)}
+    optional = ({"speed_options": speed} if speed else {}) | batching_code(train["batching"])  # absent by default
     return {
         "kind": task["kind"],
         "model": variant_settings(config, switches, "model"),
@@ -64,7 +67,14 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
         "languages": task["languages"],
         "position_code": code_fingerprint(POSITION_ENCODINGS[switches["pos_encoding"]]),
         "run": run,
-    } | ({"speed_options": speed} if speed else {})
+    } | optional
+
+
+def batching_code(name: str) -> dict:
+    """{"batching_code": its code_fingerprint} for a batching defined outside embinit, as an extension file's; {} for
+    a built-in one, whose code is part of the training code a run record names (`training_code`)."""
+    fn = BATCHINGS[name]
+    return {} if fn.__module__.split(".")[0] == "embinit" else {"batching_code": code_fingerprint(fn)}
 
 
 def missing_code(config: dict) -> str:

@@ -14,6 +14,8 @@ from embinit.layers.initializers import INITIALIZERS, initialize, reads_pretrain
 from embinit.layers.missing import MISSING_POLICIES, fill_missing
 from embinit.models.config import ModelConfig
 from embinit.models.position import POSITION_ENCODINGS
+from embinit.outputs import variant_settings
+from embinit.training.batching import BATCHINGS
 
 SHAPE = (9, 8)  # N x D of the trial layers: D divisible by the trial's 2 heads, even for rotary
 
@@ -110,14 +112,33 @@ def try_position_encoding(name: str, model: dict) -> None:
             _expect("position encoding", name, cls, call, bias, (heads, length, length), "None or a tensor")
 
 
+def try_batching(name: str, bucket_width: int) -> None:
+    """`name` over 9 (source, target) lengths in batches of 4: an epoch of as many batches as its len() says, each of
+    indices of those examples."""
+    fn, lengths, size = BATCHINGS[name], np.arange(18).reshape(9, 2) % 7 + 3, 4
+    call = f"batching(lengths of shape {lengths.shape}, {size}, {bucket_width}, generator)"
+    sampler = _called("batching", name, fn, call, lambda: fn(lengths, size, bucket_width, torch.Generator()))
+    batches = _called("batching", name, fn, f"an epoch of {call}", lambda: [np.asarray(b) for b in sampler])
+    epoch = _called("batching", name, fn, f"len() of {call}", lambda: len(sampler))
+    indices = all(b.dtype.kind in "iu" and ((b >= 0) & (b < len(lengths))).all() for b in batches)
+    if len(batches) != epoch or not indices:
+        raise TrialError(
+            f"{_where('batching', name, fn)}: {call} gave {len(batches)} batches, len() {epoch}; expected len() "
+            f"batches of integer indices in 0..{len(lengths) - 1}"
+        )
+
+
 def try_entries(config: dict) -> None:
     """Every entry a checked config (embinit.checks.check) names: its initializers, its variants' position
-    encodings and its missing-row policy; ConfigError naming the first that fails."""
+    encodings and batchings, and its missing-row policy; ConfigError naming the first that fails."""
     try:
         for name in config["initializers"]:
             try_initializer(*initializer_setting(config, name))
         try_missing_policy(*missing_setting(config))
         for name in dict.fromkeys(v["pos_encoding"] for v in config["variants"].values()):
             try_position_encoding(name, config["model"])
+        batchings = [variant_settings(config, v, "train")["batching"] for v in config["variants"].values()]
+        for name in dict.fromkeys(batchings):
+            try_batching(name, config["train"]["bucket_width"])
     except TrialError as e:
         raise ConfigError(f"config names a registry entry that fails on a small input: {e}") from None

@@ -333,17 +333,18 @@ def test_the_recipe_is_the_default_and_a_variant_or_result_set_says_otherwise():
     offline = _config(load(REPO / "config" / "offline-cpu.yaml"))
     assert switches(offline, "frozen", "multi30k_glove6b50d") == ("legacy", False, "bucketed")
     assert switches(offline, "frozen_recipe", "multi30k_glove6b50d") == ("recipe", True, "random")
-    lines = violations(
-        load(SCHEMA),
-        _config(
-            {
-                "train": {"batching": "sorted"},
-                "variants": {"odd": {**config["variants"]["base"], "model": {"heads": 4}}},
-            }
-        ),
-    )
-    assert "config key train.batching: 'sorted' is not one of ['random', 'bucketed']" in lines
+    odd = {"odd": {**config["variants"]["base"], "model": {"heads": 4}}}
+    lines = violations(load(SCHEMA), _config({"variants": odd}))
     assert "config key variants.odd.model: Additional properties are not allowed ('heads' was unexpected)" in lines
+    # a batching's name is the registry's (embinit.training.batching.BATCHINGS), checked with the other names
+    allowed = "allowed: bucketed, random"
+    assert (
+        _check_error({"train": {"batching": "sorted"}})
+        == f"config key train.batching: unknown name 'sorted'; {allowed}"
+    )
+    assert _check_error({"variants": {"frozen_bucketed": {"train": {"batching": "sorted"}}}}) == (
+        f"config key variants.frozen_bucketed.train.batching: unknown name 'sorted'; {allowed}"
+    )
 
 
 def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():

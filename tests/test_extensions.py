@@ -1,4 +1,4 @@
-"""embinit.extensions: the user's own files add initializers, missing-row policies and position encodings."""
+"""embinit.extensions: the user's own files add initializers, missing-row policies, position encodings and batchings."""
 
 import inspect
 import os
@@ -19,6 +19,7 @@ from embinit.fingerprints import code_fingerprint
 from embinit.layers import initializers as ini
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
+from embinit.training.batching import BATCHINGS
 
 EXAMPLE = REPO / "examples" / "scaled_xavier.py"
 SHAPE = (300, 20)
@@ -27,10 +28,10 @@ SHAPE = (300, 20)
 @pytest.fixture(autouse=True)
 def clean():
     """Every test leaves the registries and the loaded extensions as it found them."""
-    builtins = (list(ini.INITIALIZERS), list(MISSING_POLICIES), list(POSITION_ENCODINGS))
+    builtins = {kind: list(registry) for kind, registry in extensions.registries().items()}
     with isolated():
         yield
-    assert (list(ini.INITIALIZERS), list(MISSING_POLICIES), list(POSITION_ENCODINGS)) == builtins
+    assert {kind: list(registry) for kind, registry in extensions.registries().items()} == builtins
     assert not [m for m in sys.modules if m.startswith(extensions.MODULE_PREFIX)]
 
 
@@ -61,6 +62,7 @@ import numpy as np
 from embinit.layers.initializers import register
 from embinit.layers.missing import register_missing
 from embinit.models.position import PositionEncoding, register as register_position
+from embinit.training.batching import register_batching, sorted_batches
 
 
 @register("Ones_Ext")
@@ -76,6 +78,11 @@ def ones_missing(ctx, value: float = 1.0):
 @register_position("none_ext")
 class NoneExt(PositionEncoding):
     pass  # no position information: every hook keeps its default
+
+
+@register_batching("sorted_ext")
+def sorted_ext(lengths, batch_size, bucket_width, generator):
+    return sorted_batches(lengths, batch_size)  # every epoch the same batches, shortest first
 """
 
 
@@ -95,6 +102,7 @@ def test_load_registers_once_and_is_idempotent(tmp_path, monkeypatch):
 def test_every_registry(tmp_path):
     load([write(tmp_path / "every.py", EVERY_REGISTRY)])
     assert "Ones_Ext" in ini.INITIALIZERS and "ones_ext" in MISSING_POLICIES and "none_ext" in POSITION_ENCODINGS
+    assert "sorted_ext" in BATCHINGS
 
 
 def test_same_stem_in_two_folders_are_two_modules(tmp_path):
@@ -122,10 +130,15 @@ def test_same_stem_in_two_folders_are_two_modules(tmp_path):
             "position encoding",
             "sinusoidal",
         ),
+        (
+            "from embinit.training.batching import register_batching\nregister_batching('random')(list)\n",
+            "batching",
+            "random",
+        ),
     ],
 )
 def test_a_builtin_name_is_refused_and_left_intact(tmp_path, text, kind, name):
-    registry = {"initializer": ini.INITIALIZERS, "missing-row policy": MISSING_POLICIES}.get(kind, POSITION_ENCODINGS)
+    registry = extensions.registries()[kind]
     builtin = registry[name]
     path = write(tmp_path / "clash.py", text)
     with pytest.raises(
@@ -291,6 +304,7 @@ def test_config_check_accepts_every_registry_of_an_extension(tmp_path):
     config["embeddings"]["missing_params"] = {"ones_ext": {"value": 0.5}}
     for variant in config["variants"].values():
         variant["pos_encoding"] = "none_ext"
+    config["train"]["batching"] = "sorted_ext"
     with pytest.raises(
         ConfigError,
         match=r"config key embeddings\.missing: unknown name 'ones_ext'; allowed: focus, mean_std, neighbors",

@@ -1,19 +1,21 @@
 """Datasets from the tokenized Parquet files (docs/design.md) and the training batches (`train.batching`).
 
-`random` (the paper's recipe: a DataLoader that shuffles): each epoch a seeded permutation cut into batches of
-`batch_size`, the last one smaller. `bucketed` (a speed option): batches of sentences of similar length, so little
-compute goes to padding. Both draw from a seeded torch.Generator, whose state the training checkpoint saves.
+The batchings are a registry (`register_batching`), as initializers and position encodings are. Built in: `random`
+(the paper's recipe: a DataLoader that shuffles): each epoch a seeded permutation cut into batches of `batch_size`,
+the last one smaller; `bucketed` (a speed option): batches of sentences of similar length, so little compute goes to
+padding. Both draw from a seeded torch.Generator, whose state the training checkpoint saves.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 import pandas as pd
 import torch
 
 from embinit.data.vocab import PAD, SPLIT_LAYOUT, TRANSLATION_COLUMNS
+from embinit.registry import Registry
 
 
 def truncate(ids: np.ndarray, max_len: int) -> np.ndarray:
@@ -87,6 +89,29 @@ def load_dataset(kind: str, path: str, max_len: int) -> TranslationData | Classi
     raise ValueError(f"unknown task kind {kind!r}")
 
 
+class Sampler(Protocol):
+    """What a batching gives the training loop: an epoch's batches of example indices per iteration."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[np.ndarray]: ...
+
+
+Batching = Callable[[np.ndarray, int, int, torch.Generator], Sampler]  # (lengths, batch_size, bucket_width, generator)
+BATCHINGS: Registry = Registry("batching")
+
+
+def register_batching(name: str) -> Callable[[Batching], Batching]:
+    """Add `name` as a `train.batching`: `fn(lengths, batch_size, bucket_width, generator)` -> a Sampler whose
+    randomness is `generator`'s alone, since a resumed run restores only that generator's state."""
+
+    def add(fn: Batching) -> Batching:
+        BATCHINGS[name] = fn
+        return fn
+
+    return add
+
+
 class RandomBatchSampler:
     """Each epoch: a uniform random permutation cut into batches of `batch_size` (torch's DataLoader with
     shuffle=True); only the last batch of an epoch can be smaller."""
@@ -105,6 +130,15 @@ class RandomBatchSampler:
             yield order[i : i + self.batch_size]
 
 
+@register_batching("random")
+def random_batches(
+    lengths: np.ndarray, batch_size: int, bucket_width: int, generator: torch.Generator
+) -> RandomBatchSampler:
+    """The recipe's batches: lengths only count the examples, so bucket_width plays no part."""
+    return RandomBatchSampler(len(lengths), batch_size, generator)
+
+
+@register_batching("bucketed")
 class BucketBatchSampler:
     """Each epoch: shuffle, stably sort by length bucket (every column of `lengths`, width
     `bucket_width`), cut into batches of `batch_size`, and shuffle the batch order.
@@ -132,18 +166,11 @@ class BucketBatchSampler:
             yield batches[b]
 
 
-BATCHINGS = ("random", "bucketed")  # train.batching
-
-
 def batch_sampler(
     batching: str, lengths: np.ndarray, batch_size: int, bucket_width: int, generator: torch.Generator
-) -> RandomBatchSampler | BucketBatchSampler:
+) -> Sampler:
     """The training batches `train.batching` names, over examples of these `lengths`."""
-    if batching == "random":
-        return RandomBatchSampler(len(lengths), batch_size, generator)
-    if batching == "bucketed":
-        return BucketBatchSampler(lengths, batch_size, bucket_width, generator)
-    raise ValueError(f"train.batching must be one of {BATCHINGS}, not {batching!r}")
+    return BATCHINGS.lookup(batching)(lengths, batch_size, bucket_width, generator)
 
 
 def sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:

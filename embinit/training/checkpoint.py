@@ -51,6 +51,7 @@ def setup_of(spec: dict) -> dict:
                 "num_classes": spec.get("num_classes"),
                 "position_code": spec.get("position_code"),  # its position encoding's code, built in or an extension
                 "speed_options": spec.get("speed_options"),  # train.compile: rounding differs from eager's
+                "batching_code": spec.get("batching_code"),  # an extension's batching's code (none for a built-in)
             },
             sort_keys=True,
         )

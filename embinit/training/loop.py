@@ -37,14 +37,7 @@ import torch.nn as nn
 from embinit.data.vocab import Detokenizer, References, load_detokenizer, read_references
 from embinit.io import atomic_path, disk_space, interrupted_writes, write_text_atomic
 from embinit.training import checkpoint, mechanism, scoring
-from embinit.training.batching import (
-    BucketBatchSampler,
-    ClassificationData,
-    RandomBatchSampler,
-    TranslationData,
-    batch_sampler,
-    load_dataset,
-)
+from embinit.training.batching import ClassificationData, Sampler, TranslationData, batch_sampler, load_dataset
 from embinit.training.device import describe, place
 from embinit.training.epoch import adam, build_model, check_finite, compile_loss, evaluate_loss, train_epoch
 from embinit.training.placement import Placement
@@ -203,7 +196,7 @@ class Run:
     packed: bool  # the training steps' position-wise layers on the real tokens only (train.packed)
     optimizer: torch.optim.Optimizer
     generator: torch.Generator
-    sampler: RandomBatchSampler | BucketBatchSampler
+    sampler: Sampler  # the batches of `train.batching`
     detokenizer: Detokenizer | None
     references: dict[str, References]
 
