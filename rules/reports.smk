@@ -3,7 +3,6 @@
 # hands their rows to the output's builder (embinit.reports.builders, by workflow_scripts/report.py).
 from embinit.outputs import OUTPUTS, seeded_tables
 
-
 for _out in OUTPUTS.values():
 
     rule:

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config, one_run_config, planned_outputs, result_set_config, run_snakemake
@@ -174,7 +175,7 @@ def test_a_named_setting_plans_its_entrys_layer_job_in_the_dry_run(tmp_path, tin
     run = "results/sst2_glove6b50d/Gaussian_xavier/seed0"
     proc = run_snakemake([f"{run}/base/final.json", "-n", "--configfile", str(cfg)], cwd=tmp_path)
     assert {f"{run}/embedding_encoder.npy", f"{run}/base/final.json"} <= planned_outputs(proc)
-    plan = json.loads(
-        (tmp_path / "results/.plans/sst2_glove6b50d/Gaussian_xavier/seed0/layer_encoder/plan.json").read_text()
-    )
-    assert (plan["spec"]["initializer"], plan["spec"]["params"]) == ("Pretrained_Gaussian", {"scale": "xavier"})
+    config = load_default_config()
+    update_config(config, yaml.safe_load(cfg.read_text()))  # as snakemake merges --configfile
+    spec = layer_spec(config, "sst2_glove6b50d", "Gaussian_xavier", 0, "encoder")
+    assert (spec["initializer"], spec["params"]) == ("Pretrained_Gaussian", {"scale": "xavier"})

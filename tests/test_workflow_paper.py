@@ -209,5 +209,4 @@ def test_the_readme_extension_example_puts_its_initializer_in_table1(tmp_path):
     layer = "results/first-run/sst2_glove6b50d/Xavier_Scaled/seed0/embedding_encoder.npy"
     lines = proc.stdout.splitlines()
     output = lines.index(f"    output: {layer}")
-    plan_file = "results/first-run/.plans/sst2_glove6b50d/Xavier_Scaled/seed0/layer_encoder/plan.json"
-    assert lines[output - 1] == f"    input: data/vocab/sst2/spacy/encoder.parquet, {plan_file}"  # no pre-trained layer
+    assert lines[output - 1] == "    input: data/vocab/sst2/spacy/encoder.parquet"  # no pre-trained layer
