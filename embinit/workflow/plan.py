@@ -34,7 +34,8 @@ class RunKey(NamedTuple):
         return cls(wc.block, wc.init, int(wc.seed), wc.variant)
 
     def fill(self, template: str) -> str:
-        return fill(template, block=self.block, init=self.init, seed=self.seed, variant=self.variant)
+        """A run template (one of Paths' run files) with every wildcard filled."""
+        return template.format(**self._asdict())
 
 
 class LayerKey(NamedTuple):
@@ -134,7 +135,7 @@ class Plan:
         return layer_spec(self.config, layer.block, layer.init, layer.seed, layer.side)
 
     def layer_file(self, layer: LayerKey) -> str:
-        return fill(self.paths.embedding, **layer._asdict())
+        return self.paths.embedding.format(**layer._asdict())
 
     def layer_inputs(self, layer: LayerKey) -> dict[str, str | list]:
         """A layer's vocabulary, and the block side's pre-trained matrix when its initializer reads one (Xavier reads
