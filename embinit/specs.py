@@ -7,7 +7,7 @@ from embinit.config import dim_of, initializer_setting, lr_of, missing_setting, 
 from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
-from embinit.models.position import POSITION_ENCODINGS
+from embinit.position_registry import POSITION_ENCODINGS
 from embinit.registry import names_of
 from embinit.outputs import layer_recipe, variant_settings, variants_of
 from embinit.records import spec_digest

@@ -22,7 +22,7 @@ from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, seede
 from embinit.records import ResultsLock, code_stale_reason, plan, plan_aggregate, plan_check, sidecar_of, stale_reason
 from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
 from embinit.specs import layer_spec, train_spec
-from embinit.training.checkpoint import code_digest
+from embinit.training.digest import code_digest
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
 # profiles/slurm: the site's account and partition (config `cluster`) for every job that does not train
