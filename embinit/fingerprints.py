@@ -144,12 +144,12 @@ def _plain(value, named: list, registry: set[int]):
 
 
 def code_fingerprint(*objects) -> str:
-    """Short sha256 (16 hex digits) of the code `objects` (functions or classes, or their Source) run: their source and, followed
-    transitively, that of every function or class of embinit or an extension file they name, with the module-level
-    data they name (numbers, strings, and tuples, lists, dicts and sets with what they hold). A Snakemake `params:`
-    value: a job reruns when the code of the registry entry it uses, or a setting it reads, changes, and not when
-    anything else in the same file does. Registries and the name sets they fill are left out, so registering another
-    entry changes no fingerprint."""
+    """Short sha256 (16 hex digits) of the code `objects` (functions or classes, or their Source) run: their source
+    and, followed transitively, that of every function or class of embinit or an extension file they name, with the
+    module-level data they name (numbers, strings, and tuples, lists, dicts and sets with what they hold). A Snakemake
+    `params:` value: a job reruns when the code of the registry entry it uses, or a setting it reads, changes, and not
+    when anything else in the same file does. Registries and the name sets they fill are left out, so registering
+    another entry changes no fingerprint."""
     seen, parts, todo = set(), set(), list(objects)
     while todo:
         obj = todo.pop()

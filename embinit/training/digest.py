@@ -26,7 +26,8 @@ def training_modules() -> list[str]:
         for node in ast.walk(module_tree(name)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("embinit"):
                 names.append(node.module)
-                names += [f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}")]
+                submodules = [f"{node.module}.{a.name}" for a in node.names]  # `from embinit.x import submodule`
+                names += [s for s in submodules if module_file(s)]
             elif isinstance(node, ast.Import):
                 names += [alias.name for alias in node.names if alias.name.startswith("embinit")]
     return sorted(found)
