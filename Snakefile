@@ -10,7 +10,6 @@ from embinit.cluster import check_requests, requests_of
 from embinit.config import add_hub_checkpoints, load, sides_of
 from embinit.data.preflight import fetched_remotes, offline_problem
 from embinit.outputs import targeted_outputs
-from embinit.trials import try_entries
 
 min_version("9.0")
 
@@ -33,7 +32,6 @@ add_hub_checkpoints(config)  # each hf_checkpoint source's files and remotes, fr
 check(config)
 if not workflow.non_local_exec:  # a cluster's GPUs are on its nodes, checked by each job
     check_local_device(config)
-try_entries(config)  # each registry entry in use, called once on a small input
 
 
 report: "report/workflow.rst"
@@ -73,6 +71,11 @@ rule vocabularies:
 
 
 onstart:
+    # each registry entry in use, called once on a small input before any job; here, as it imports torch (3 s), which
+    # parsing (a dry run, --list-rules, a job's own Snakemake) does without
+    from embinit.trials import try_entries
+
+    try_entries(config)
     planned = list(workflow.dag.needrun_jobs())
     # no mirror and no network: one message before any job, not each fetch job failing after its retries (with a
     # mirror, a file it lacks fails its own fetch job, whose log names the mirror's path and prefetch)

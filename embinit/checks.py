@@ -12,8 +12,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
-import torch
-
 from embinit.config import (
     ConfigError,
     dim_of,
@@ -29,7 +27,7 @@ from embinit.config import (
 )
 from embinit.extensions import ExtensionError, load as load_extensions, registries
 from embinit.registry import Above, AtLeast, names_of
-from embinit.training.device import require_cuda
+from embinit.training.placement import require_cuda
 from embinit.layers.initializers import fits_dim, mapping_initializers
 from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe
 from embinit.runsheet import layer_sheet, run_sheet, trained_blocks
@@ -401,6 +399,8 @@ def check_local_device(config: dict) -> None:
     setting = config["train"]["device"]
     if not setting.startswith("cuda"):
         return
+    import torch  # here: parsing the workflow imports no torch (3 s) but to check a CUDA device
+
     try:
         require_cuda(setting, torch.device(setting))
     except RuntimeError as error:

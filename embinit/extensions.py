@@ -31,9 +31,9 @@ from typing import Iterable, Iterator
 from embinit.fingerprints import MODULE_PREFIX
 from embinit.layers.initializers import INITIALIZERS
 from embinit.layers.missing import MISSING_POLICIES
-from embinit.models.position import POSITION_ENCODINGS
 from embinit.registry import Registry, Snapshot
-from embinit.training.batching import BATCHINGS
+from embinit.sources import Source
+from embinit.torch_registries import BATCHINGS, POSITION_ENCODINGS
 
 
 class ExtensionError(ValueError):
@@ -74,6 +74,12 @@ def module_name(path: str | Path) -> str:
     return f"{MODULE_PREFIX}{stem}_{digest}"
 
 
+def _replaced(old, new) -> bool:
+    """`new` is another entry than `old`: a built-in's Source and the class it names are one (a file that imports
+    embinit.models.position registers its classes in their Sources' place)."""
+    return new is not old and not (isinstance(old, Source) and old.load() is new)
+
+
 def _error_line(error: BaseException, path: Path) -> int | None:
     """The line of `path` where `error` was raised (its innermost frame in that file)."""
     if isinstance(error, SyntaxError) and error.filename and Path(error.filename) == path:
@@ -110,7 +116,7 @@ def _load_one(path: str | Path) -> ModuleType:
         raise ExtensionError(f"extension {where}: {type(error).__name__}: {error}") from error
     for kind, reg in regs.items():
         for key, old in before[kind].entries.items():
-            if reg.get(key) is not old:
+            if _replaced(old, reg.get(key)):
                 owner = _ORIGIN.get((kind, key))
                 undo()
                 by = f"by extension {owner}" if owner else "built in"

@@ -1,7 +1,8 @@
 """Code fingerprints: a job's rerun trigger holds the code of the registry entry it uses, and nothing else.
 
 A bottom module, so the registries' modules (embinit.layers, embinit.models) and the extension loader above them
-all import it downward.
+all import it downward. An entry is fingerprinted as loaded, or, as the Source of a built-in whose module imports
+torch, from the files (the same fingerprint: tests/test_parse_imports.py).
 """
 
 from __future__ import annotations
@@ -9,14 +10,20 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib
 import inspect
 import sys
 import textwrap
 from typing import Iterator
 
+from embinit.sources import DEFINITIONS, Source, bindings, module_file
+
 MODULE_PREFIX = "embinit_ext_"  # the module name of every extension file embinit.extensions loads
 SCALARS = (bool, int, float, str, bytes)  # module-level values whose repr joins a code fingerprint, with the containers
 CONTAINERS = (list, dict, set, frozenset)  # exact types (a Registry, a dict subclass, is left out) and any tuple
+
+
+_UNBOUND = object()  # a name no module-level value is bound to
 
 
 def _ours(obj) -> bool:
@@ -25,15 +32,50 @@ def _ours(obj) -> bool:
     return module == "embinit" or module.startswith(("embinit.", MODULE_PREFIX))
 
 
-def _named(obj) -> Iterator[tuple[str, object]]:
-    """(name, value) of every module-level name `obj`'s source mentions, `module.attribute` resolved."""
-    scope = vars(inspect.getmodule(obj))
-    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(obj)))):
-        if isinstance(node, ast.Name) and node.id in scope:
-            yield node.id, scope[node.id]
+def _code(value) -> bool:
+    """A function or class of ours."""
+    return (inspect.isfunction(value) or inspect.isclass(value)) and _ours(value)
+
+
+def _read(module: str, name: str):
+    """What `module`'s top-level `name` holds, read from its file as far as a fingerprint needs: a def or class as its
+    Source, an import of ours what it imports, another library's module nothing, and any other value from the
+    imported module."""
+    if name not in (bound := bindings(module)):
+        return _UNBOUND
+    statement = bound[name]
+    if isinstance(statement, DEFINITIONS):
+        return Source(module, name)
+    if isinstance(statement, ast.Import):
+        alias = next(a for a in statement.names if (a.asname or a.name.partition(".")[0]) == name)
+        imported = alias.name if alias.asname else name
+        return importlib.import_module(imported) if module_file(imported) else _UNBOUND
+    if isinstance(statement, ast.ImportFrom):
+        imported = next(a.name for a in statement.names if (a.asname or a.name) == name)
+        if module_file(f"{statement.module}.{imported}"):
+            return importlib.import_module(f"{statement.module}.{imported}")
+        if module_file(statement.module):
+            return _read(statement.module, imported)
+        return getattr(importlib.import_module(statement.module), imported)
+    return getattr(importlib.import_module(module), name, _UNBOUND)
+
+
+def _value(obj, name: str):
+    """What `name` holds in the module of `obj`, a loaded object or a Source; _UNBOUND when nothing."""
+    if isinstance(obj, Source):
+        return _read(obj.module, name)
+    return vars(inspect.getmodule(obj)).get(name, _UNBOUND)
+
+
+def _named(obj, source: str) -> Iterator[tuple[str, object]]:
+    """(name, value) of every module-level name `obj`'s source mentions, `module.attribute` of our modules resolved
+    (another library's constants, such as math.pi, are no more ours than its functions)."""
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.Name) and (value := _value(obj, node.id)) is not _UNBOUND:
+            yield node.id, value
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            module = scope.get(node.value.id)
-            if inspect.ismodule(module) and hasattr(module, node.attr):
+            module = _value(obj, node.value.id)
+            if inspect.ismodule(module) and _ours(module) and hasattr(module, node.attr):
                 yield f"{node.value.id}.{node.attr}", getattr(module, node.attr)
 
 
@@ -43,14 +85,17 @@ def _own_part(obj) -> tuple[frozenset, tuple]:
     it names; cached per object, as its code is fixed once loaded: a class's getsource parses its whole module, and
     one dry run fingerprints the same few entries for every job (half its time before)."""
     # its qualified name, not its module's: moving a file changes nothing
-    parts, named = {(obj.__qualname__, inspect.getsource(obj))}, []
-    for name, value in _named(obj):
-        if (inspect.isfunction(value) or inspect.isclass(value)) and _ours(value):
+    qualname, source = (
+        (obj.name, obj.source()) if isinstance(obj, Source) else (obj.__qualname__, inspect.getsource(obj))
+    )
+    parts, named = {(qualname, source)}, []
+    for name, value in _named(obj, source):
+        if isinstance(value, Source) or _code(value):
             named.append(value)
         elif isinstance(value, SCALARS + (tuple,)) or type(value) in CONTAINERS:
             held = []  # the code a container names joins only when the container does
             try:
-                parts.add((f"{obj.__qualname__}:{name}", repr(_plain(value, held, _registry_state()))))
+                parts.add((f"{qualname}:{name}", repr(_plain(value, held, _registry_state()))))
                 named += held
             except _RegistryState:
                 pass
@@ -82,7 +127,7 @@ def _plain(value, named: list, registry: set[int]):
         raise _RegistryState
     if value is None or isinstance(value, SCALARS):
         return value
-    if (inspect.isfunction(value) or inspect.isclass(value)) and _ours(value):
+    if _code(value):
         named.append(value)
         return f"<{value.__qualname__}>"
     if isinstance(value, tuple):
@@ -99,12 +144,12 @@ def _plain(value, named: list, registry: set[int]):
 
 
 def code_fingerprint(*objects) -> str:
-    """Short sha256 (16 hex digits) of the code `objects` (functions or classes) run: their source and, followed
-    transitively, that of every function or class of embinit or an extension file they name, with the module-level
-    data they name (numbers, strings, and tuples, lists, dicts and sets with what they hold). A Snakemake `params:`
-    value: a job reruns when the code of the registry entry it uses, or a setting it reads, changes, and not when
-    anything else in the same file does. Registries and the name sets they fill are left out, so registering another
-    entry changes no fingerprint."""
+    """Short sha256 (16 hex digits) of the code `objects` (functions or classes, or their Source) run: their source
+    and, followed transitively, that of every function or class of embinit or an extension file they name, with the
+    module-level data they name (numbers, strings, and tuples, lists, dicts and sets with what they hold). A Snakemake
+    `params:` value: a job reruns when the code of the registry entry it uses, or a setting it reads, changes, and not
+    when anything else in the same file does. Registries and the name sets they fill are left out, so registering
+    another entry changes no fingerprint."""
     seen, parts, todo = set(), set(), list(objects)
     while todo:
         obj = todo.pop()

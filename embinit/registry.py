@@ -8,6 +8,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from embinit.sources import Source
+
 
 @dataclass(frozen=True)
 class AtLeast:
@@ -60,10 +62,11 @@ class Registry(dict):
         self.flags: dict[str, set[str]] = {flag: set() for flag in flags}
 
     def lookup(self, name: str) -> Any:
-        """The entry `name`, or a ValueError naming the kind and the allowed names."""
+        """The entry `name` (a built-in's Source loaded), or a ValueError naming the kind and the allowed names."""
         if name not in self:
             raise ValueError(f"unknown {self.kind} {name!r}; allowed: {', '.join(self)}")
-        return self[name]
+        entry = self[name]
+        return entry.load() if isinstance(entry, Source) else entry
 
     def snapshot(self) -> Snapshot:
         return Snapshot(dict(self), {flag: set(names) for flag, names in self.flags.items()})

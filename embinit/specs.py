@@ -7,12 +7,12 @@ from embinit.config import dim_of, initializer_setting, lr_of, missing_setting, 
 from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
-from embinit.models.position import POSITION_ENCODINGS
 from embinit.registry import names_of
 from embinit.outputs import layer_recipe, variant_settings, variants_of
 from embinit.records import spec_digest
 from embinit.training import Placement
-from embinit.training.batching import BATCHINGS
+from embinit.sources import Source
+from embinit.torch_registries import BATCHINGS, POSITION_ENCODINGS
 
 # `train` keys that change how fast a step runs and its floats' last bits only: in a run's spec (its identity) under
 # `speed_options` when on, and absent when off, so the default spec, and with it every earlier run's digest, is the same
@@ -74,7 +74,8 @@ def batching_code(name: str) -> dict:
     """{"batching_code": its code_fingerprint} for a batching defined outside embinit, as an extension file's; {} for
     a built-in one, whose code is part of the training code a run record names (`training_code`)."""
     fn = BATCHINGS[name]
-    return {} if fn.__module__.split(".")[0] == "embinit" else {"batching_code": code_fingerprint(fn)}
+    module = fn.module if isinstance(fn, Source) else fn.__module__  # a built-in's Source until it is imported
+    return {} if module.split(".")[0] == "embinit" else {"batching_code": code_fingerprint(fn)}
 
 
 def missing_code(config: dict) -> str:

@@ -1,5 +1,6 @@
-"""Each registry entry a config uses, called once on a small input before any job: a wrong signature, type or shape
-in an extension then stops the dry run naming its file and function, not a training job hours later."""
+"""Each registry entry a config uses, called once on a small input as a run starts (the Snakefile's onstart, before
+any job): a wrong signature, type or shape in an extension then stops the run naming its file and function, not a
+training job hours later."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from embinit.layers.missing import MISSING_POLICIES, fill_missing
 from embinit.models.config import ModelConfig
 from embinit.models.position import POSITION_ENCODINGS
 from embinit.outputs import variant_settings
-from embinit.training.batching import BATCHINGS
+from embinit.torch_registries import BATCHINGS
 
 SHAPE = (9, 8)  # N x D of the trial layers: D divisible by the trial's 2 heads, even for rotary
 
@@ -82,7 +83,7 @@ def try_missing_policy(name: str, params: dict) -> None:
 
 def try_position_encoding(name: str, model: dict) -> None:
     """`name`'s hooks keep their inputs' shapes, and its bias is None or (heads, queries, keys), on both stacks."""
-    cls, dim, heads, length = POSITION_ENCODINGS[name], SHAPE[1], 2, 5
+    cls, dim, heads, length = POSITION_ENCODINGS.lookup(name), SHAPE[1], 2, 5
     config = ModelConfig(heads=heads, ffn_dim=16, layers=1, pos_encoding=name, pos_base=model["pos_base"], max_len=16)
     for causal in (False, True):
         encoding = _called(

@@ -11,7 +11,7 @@ from embinit.extensions import ExtensionFiles
 from embinit.layers.initializers import INITIALIZERS
 from embinit.outputs import generated_initializers, variants_of
 from embinit.records import ResultsLock
-from embinit.training.checkpoint import code_digest
+from embinit.training.digest import code_digest
 from embinit.workflow.packs import planned_packs, read_pack_list, write_pack_lists
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import LayerKey, Plan, RunKey

@@ -336,7 +336,7 @@ def test_the_recipe_is_the_default_and_a_variant_or_result_set_says_otherwise():
     odd = {"odd": {**config["variants"]["base"], "model": {"heads": 4}}}
     lines = violations(load(SCHEMA), _config({"variants": odd}))
     assert "config key variants.odd.model: Additional properties are not allowed ('heads' was unexpected)" in lines
-    # a batching's name is the registry's (embinit.training.batching.BATCHINGS), checked with the other names
+    # a batching's name is the registry's (embinit.torch_registries.BATCHINGS), checked with the other names
     allowed = "allowed: bucketed, random"
     assert (
         _check_error({"train": {"batching": "sorted"}})

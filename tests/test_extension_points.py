@@ -19,7 +19,8 @@ from embinit.outputs import OUTPUTS, Output
 from embinit.records import spec_digest
 from embinit.runsheet import run_sheet
 from embinit.specs import layer_spec, missing_code, train_spec
-from embinit.training.batching import BATCHINGS, batch_sampler, sorted_batches
+from embinit.torch_registries import BATCHINGS
+from embinit.training.batching import batch_sampler, sorted_batches
 from embinit.trials import try_entries
 from test_config import _config
 from test_extensions import EVERY_REGISTRY, write

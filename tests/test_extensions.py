@@ -19,7 +19,7 @@ from embinit.fingerprints import code_fingerprint
 from embinit.layers import initializers as ini
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
-from embinit.training.batching import BATCHINGS
+from embinit.torch_registries import BATCHINGS
 
 EXAMPLE = REPO / "examples" / "scaled_xavier.py"
 SHAPE = (300, 20)
@@ -103,6 +103,38 @@ def test_every_registry(tmp_path):
     load([write(tmp_path / "every.py", EVERY_REGISTRY)])
     assert "Ones_Ext" in ini.INITIALIZERS and "ones_ext" in MISSING_POLICIES and "none_ext" in POSITION_ENCODINGS
     assert "sorted_ext" in BATCHINGS
+
+
+CLASH = "from embinit.models.position import register\nregister('sinusoidal')(object)\n"
+LOADED = """
+import sys
+from embinit.extensions import ExtensionError, load
+from embinit.torch_registries import POSITION_ENCODINGS
+for path in sys.argv[1:]:
+    try:
+        load([path])
+    except ExtensionError as error:
+        print(error)
+print(*(POSITION_ENCODINGS.lookup(name).__name__ for name in POSITION_ENCODINGS))
+"""
+
+
+@pytest.mark.parametrize("files", [["every"], ["clash", "every"]])
+def test_extensions_loaded_before_the_position_encodings_module(tmp_path, files):
+    """As the workflow parses: the built-in encodings are their Sources, which importing embinit.models.position (as a
+    file registering an encoding does) turns into their classes, not a clash; a file registering a built-in's name is
+    refused all the same, and the registry it leaves gives every class."""
+    paths = {"every": write(tmp_path / "every.py", EVERY_REGISTRY), "clash": write(tmp_path / "clash.py", CLASH)}
+    out = subprocess.run(
+        [sys.executable, "-c", LOADED, *(str(paths[f]) for f in files)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout.splitlines()
+    refused = f"extension {paths['clash']}: position encoding 'sinusoidal' is already registered (built in); choose"
+    assert [line.startswith(refused) for line in out[:-1]] == [True] * (len(files) - 1)
+    assert out[-1] == "Sinusoidal Learned NoPosition Rotary RelativeBias NoneExt"
 
 
 def test_same_stem_in_two_folders_are_two_modules(tmp_path):

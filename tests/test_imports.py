@@ -15,6 +15,8 @@ STAGES = {
     "embinit.io": 0,
     "embinit.fingerprints": 0,
     "embinit.registry": 0,
+    "embinit.sources": 0,
+    "embinit.torch_registries": 0,
     "embinit.config": 0,
     "embinit.cluster": 0,
     "embinit.records": 0,

@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 from embinit.layers.position_table import sinusoidal_table
-from embinit.registry import Registry
+from embinit.torch_registries import POSITION_ENCODINGS
 
 
 class PositionEncoding(nn.Module):
@@ -38,9 +38,6 @@ class PositionEncoding(nn.Module):
         """What to add to the scores of queries at q_start .. q_start + q_len - 1 against keys at 0 .. k_len - 1
         (self-attention's keys are always the whole prefix): (heads, q_len, k_len), or None for nothing."""
         return None
-
-
-POSITION_ENCODINGS: Registry = Registry("position encoding")
 
 
 # Verbatim: its text enters every position encoding's fingerprint (embinit.fingerprints): an edit reruns every run.

@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from embinit.data.vocab import PAD, SPLIT_LAYOUT, TRANSLATION_COLUMNS
-from embinit.registry import Registry
+from embinit.torch_registries import BATCHINGS
 
 
 def truncate(ids: np.ndarray, max_len: int) -> np.ndarray:
@@ -98,7 +98,6 @@ class Sampler(Protocol):
 
 
 Batching = Callable[[np.ndarray, int, int, torch.Generator], Sampler]  # (lengths, batch_size, bucket_width, generator)
-BATCHINGS: Registry = Registry("batching")
 
 
 def register_batching(name: str) -> Callable[[Batching], Batching]:

@@ -11,13 +11,8 @@ Only a run whose `epochs` grew, with everything else identical, continues its fi
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import importlib
-import inspect
 import json
 import logging
-import pkgutil
 import random
 from pathlib import Path
 
@@ -25,9 +20,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import embinit.models
-import embinit.training
 from embinit.io import atomic_path, sha256_of, write_text_atomic
+from embinit.training.digest import code_digest
 from embinit.training.stopping import held
 
 log = logging.getLogger(__name__)
@@ -70,35 +64,6 @@ def input_files(spec: dict) -> dict[str, str]:
     if spec.get("detokenizer"):
         files["detokenizer"] = spec["detokenizer"]
     return files
-
-
-def training_modules() -> list:
-    """The code a run's result depends on: every module of embinit.training and embinit.models, and every
-    embinit module those import (position tables, vocabulary specials, ...), followed through their imports."""
-    packages = (embinit.training, embinit.models)
-    names = [p.__name__ for p in packages]
-    names += [f"{p.__name__}.{m.name}" for p in packages for m in pkgutil.iter_modules(p.__path__)]
-    found = {}
-    while names:
-        name = names.pop()
-        if name in found:
-            continue
-        found[name] = importlib.import_module(name)
-        for node in ast.walk(ast.parse(inspect.getsource(found[name]))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("embinit"):
-                names.append(node.module)
-                module = importlib.import_module(node.module)  # `from embinit.x import submodule`
-                names += [
-                    f"{node.module}.{a.name}" for a in node.names if inspect.ismodule(getattr(module, a.name, None))
-                ]
-            elif isinstance(node, ast.Import):
-                names += [alias.name for alias in node.names if alias.name.startswith("embinit")]
-    return [found[name] for name in sorted(found)]
-
-
-def code_digest() -> str:
-    """sha256 of the training code (`training_modules`): a checkpoint of other code is stale."""
-    return hashlib.sha256("".join(inspect.getsource(m) for m in training_modules()).encode()).hexdigest()
 
 
 def identity_of(spec: dict) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from embinit.training.placement import Placement
+from embinit.training.placement import Placement, require_cuda
 
 # one lock file per running job and GPU, held while it trains: the kernel drops it when the job ends or is killed
 SLOT_DIR = Path(tempfile.gettempdir()) / f"embinit-gpu-slots-{os.getuid()}"
@@ -64,23 +64,6 @@ def scheduler_assigned_gpu() -> bool:
     """Whether CUDA_VISIBLE_DEVICES lists a device (SLURM's "NoDevFiles" and "-1" list none)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
     return bool(visible) and visible != "NoDevFiles" and not visible.startswith("-")
-
-
-def require_cuda(setting: str, device: torch.device) -> None:
-    """Fail at the job's start, in one line naming `train.device`, when torch cannot run on `device`."""
-    asked = f"train.device: {setting}"
-    if setting == "auto":
-        asked += f" with CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')} (a GPU given to this job)"
-    if not torch.cuda.is_available():
-        try:
-            torch.cuda.init()
-            reason = f"torch {torch.__version__} sees no CUDA device"
-        except Exception as error:  # torch's own words: not compiled with CUDA, no driver, driver too old, ...
-            reason = f"torch {torch.__version__}: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
-        raise RuntimeError(f"{asked}, but torch cannot use CUDA ({reason}); set train.device: cpu to train on the CPU")
-    count = torch.cuda.device_count()
-    if device.index is not None and device.index >= count:
-        raise RuntimeError(f"{asked}, but torch sees {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
 
 
 def hold_least_busy_gpu(count: int, stack: contextlib.ExitStack) -> int:

@@ -1,13 +1,18 @@
 """Where a run runs: its device, CPU threads and CUDA determinism (config `train.device`, `train.num_threads`,
 `train.deterministic`).
 
-Kept free of torch, so the workflow can import it when it parses the Snakefile.
+Kept free of torch, so the workflow can import it when it parses the Snakefile (`require_cuda` imports torch when
+called).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -39,3 +44,23 @@ class Placement:
             num_threads=int(train["num_threads"]),
             deterministic=bool(train.get("deterministic", False)),
         )
+
+
+def require_cuda(setting: str, device: torch.device) -> None:
+    """Fail at the job's start, in one line naming `train.device`, when torch cannot run on `device` (also the
+    workflow's check of a local run's device, embinit.checks.check_local_device)."""
+    import torch
+
+    asked = f"train.device: {setting}"
+    if setting == "auto":
+        asked += f" with CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')} (a GPU given to this job)"
+    if not torch.cuda.is_available():
+        try:
+            torch.cuda.init()
+            reason = f"torch {torch.__version__} sees no CUDA device"
+        except Exception as error:  # torch's own words: not compiled with CUDA, no driver, driver too old, ...
+            reason = f"torch {torch.__version__}: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+        raise RuntimeError(f"{asked}, but torch cannot use CUDA ({reason}); set train.device: cpu to train on the CPU")
+    count = torch.cuda.device_count()
+    if device.index is not None and device.index >= count:
+        raise RuntimeError(f"{asked}, but torch sees {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
