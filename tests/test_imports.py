@@ -31,6 +31,7 @@ STAGES = {
     "embinit.runsheet": 6,
     "embinit.outputs": 6,
     "embinit.specs": 6,
+    "embinit.workflow": 7,
 }
 
 
