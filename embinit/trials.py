@@ -116,7 +116,7 @@ def try_position_encoding(name: str, model: dict) -> None:
 def try_batching(name: str, bucket_width: int) -> None:
     """`name` over 9 (source, target) lengths in batches of 4: an epoch of as many batches as its len() says, each of
     indices of those examples."""
-    fn, lengths, size = BATCHINGS[name], np.arange(18).reshape(9, 2) % 7 + 3, 4
+    fn, lengths, size = BATCHINGS.lookup(name), np.arange(18).reshape(9, 2) % 7 + 3, 4
     call = f"batching(lengths of shape {lengths.shape}, {size}, {bucket_width}, generator)"
     sampler = _called("batching", name, fn, call, lambda: fn(lengths, size, bucket_width, torch.Generator()))
     batches = _called("batching", name, fn, f"an epoch of {call}", lambda: [np.asarray(b) for b in sampler])

@@ -1,14 +1,18 @@
-"""The batchings registry (embinit.training.batching.BATCHINGS): the built-ins give the batches they gave before it, bit
+"""The batchings registry (embinit.torch_registries.BATCHINGS): the built-ins give the batches they gave before it, bit
 for bit; a run trains on a batching of an extension file, whose code is in its checkpoint's identity; one that breaks
 its contract stops the dry run naming its file."""
 
 import hashlib
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import REPO
 from embinit.config import ConfigError
 from embinit.extensions import isolated, load
 from embinit.training.batching import batch_sampler
@@ -81,3 +85,14 @@ def test_a_run_trains_on_an_extension_batching_and_its_checkpoint_knows_its_code
     assert "other setting batching_code; run toy_block/Xavier/seed7/base trains from scratch" in (
         (tmp_path / "run" / "train.log").read_text()
     )
+
+
+def test_the_built_ins_pass_their_trial_before_their_module_is_imported():
+    """At a run's start the registry holds each built-in as its Source (embinit.torch_registries): the trial looks it
+    up (a fresh process, so no other test has imported embinit.training.batching)."""
+    code = (
+        "import sys; from embinit.trials import try_batching; "
+        "assert 'embinit.training.batching' not in sys.modules; "
+        "[try_batching(name, 4) for name in ('random', 'bucketed')]"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
