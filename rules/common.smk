@@ -67,8 +67,8 @@ def vocab_inputs(task):
 
 
 def layer_inputs(wc):
-    forced(W.layer_file(LayerKey.of(wc)))
-    return W.layer_inputs(LayerKey.of(wc))
+    forced(W.layer_file(layer := LayerKey.of(wc)))
+    return W.layer_inputs(layer)
 
 
 def train_inputs(wc):
@@ -82,7 +82,7 @@ def train_inputs(wc):
 
 
 def output_inputs(out):
-    inputs, first = W.output_inputs(out, workflow.basedir), str(next(iter(W.output_files(out).values())))
+    inputs, first = W.output_inputs(out, workflow.basedir), W.first_output(out)
     return lambda wc: forced(first) or inputs
 
 

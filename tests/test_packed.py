@@ -8,8 +8,7 @@ import torch
 from embinit.data.vocab import PAD
 from embinit.models import ModelConfig, Translator
 from embinit.training import loop
-from test_train import CPU, DIM, WORDS, SpacyTokenizer, make_spec, vocab, write_classification, write_detokenizer
-from test_train import write_translation
+from test_train import CPU, make_spec, toy  # noqa: F401 (toy: the tiny data set, a fixture)
 
 
 def batch(rng, rows, longest, vocab):
@@ -43,21 +42,7 @@ def test_packed_loss_and_gradients_are_the_padded_ones(encoding, fused):
         torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-5 * scale, msg=name)
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    """test_train's toy splits and layers."""
-    root = tmp_path_factory.mktemp("toy_packed")
-    rng = np.random.default_rng(0)
-    for split, n in [("train", 128), ("valid", 16), ("test", 16)]:
-        write_translation(root / f"mt_{split}.parquet", rng, n, root / f"refs_{split}.parquet")
-        write_classification(root / f"cls_{split}.parquet", rng, n)
-    write_detokenizer(root / "detokenizer.json", vocab("e"), SpacyTokenizer("en"))
-    for side in ("encoder", "decoder"):
-        np.save(root / f"emb_{side}.npy", rng.normal(0, 0.3, size=(4 + WORDS, DIM)).astype(np.float32))
-    return root
-
-
-def test_a_packed_translation_run_trains_and_a_packed_classification_run_is_refused(toy, tmp_path):
+def test_a_packed_translation_run_trains_and_a_packed_classification_run_is_refused(toy, tmp_path):  # noqa: F811
     final = loop.train_run(make_spec(toy, speed_options={"packed": True}), tmp_path / "mt", CPU)
     assert final["test_size"] == 16 and np.isfinite(final["best_valid_loss"])
     with pytest.raises(ValueError, match="train.packed is for translation runs, this one is classification"):

@@ -198,6 +198,10 @@ class Plan:
         drawn = {"png": report(fill(paths.figure, name=out.name), caption, out.category)} if out.drawn else {}
         return files | drawn
 
+    def first_output(self, out: Output) -> str:
+        """The file that stands for an output: its aggregate sidecar is beside it, and a stale one forces its job."""
+        return str(next(iter(self.output_files(out).values())))
+
     def output_inputs(self, out: Output, basedir: str) -> dict[str, list[str] | str]:
         """An output's input files: its runs' (the sheet's columns `out.files`), its layer files, and the raw files its
         config sections name; the paper comparison reads the tables built and the seeded ones' runs."""

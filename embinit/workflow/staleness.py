@@ -36,7 +36,7 @@ def stale_outputs(plan: Plan, code: str) -> dict[str, str]:
         if problems := [problem for problem in map(parquet_problem, made) if problem]:
             stale[made[0]] = "; ".join(problems)
     for out in OUTPUTS.values():
-        first = str(next(iter(plan.output_files(out).values())))
+        first = plan.first_output(out)
         if reason := aggregate_stale_reason(first, plan.output_records(out)):
             stale[first] = reason
     return stale
