@@ -6,6 +6,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import json
 import logging
 import os
 import re
@@ -107,6 +108,11 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 def sha256_of(path: str | os.PathLike) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def spec_digest(spec: dict) -> str:
+    """Short sha256 of the spec as canonical JSON: equal specs give equal digests in any process."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class DamagedFileError(ValueError):

@@ -21,20 +21,15 @@ from pathlib import Path
 from embinit.io import sha256_of, write_text_atomic
 
 
-def spec_digest(spec: dict) -> str:
-    """Short sha256 of the spec as canonical JSON: equal specs give equal digests in any process."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def sidecar_of(output: str | os.PathLike) -> Path:
     """`x.npy` -> `x.npy.spec.json`: where an output without a record of its own keeps its digest."""
     return Path(f"{output}.spec.json")
 
 
-def write_sidecar(output: str | os.PathLike, spec: dict) -> None:
-    """Record the spec that made `output`; written after the output, so a kill between the two leaves the old
-    digest and the output is rebuilt, never a new digest beside an old output."""
-    write_text_atomic(sidecar_of(output), json.dumps({"spec_digest": spec_digest(spec)}) + "\n")
+def write_sidecar(output: str | os.PathLike, digest: str) -> None:
+    """Record the digest of the spec that made `output`; written after the output, so a kill between the two leaves
+    the old digest and the output is rebuilt, never a new digest beside an old output."""
+    write_text_atomic(sidecar_of(output), json.dumps({"spec_digest": digest}) + "\n")
 
 
 UNREADABLE = "unreadable"
@@ -52,12 +47,12 @@ def recorded_digest(record: str | os.PathLike) -> str | None:
     return data.get("spec_digest") if isinstance(data, dict) else UNREADABLE
 
 
-def stale_reason(record: str | os.PathLike, spec: dict, output: str | os.PathLike | None = None) -> str | None:
-    """Why the output `record` stands for (`output`, when it is another file) is stale against the planned `spec`,
-    or None when it is not (or no digest says). An output whose record is missing is stale."""
+def stale_reason(record: str | os.PathLike, planned: str, output: str | os.PathLike | None = None) -> str | None:
+    """Why the output `record` stands for (`output`, when it is another file) is stale against the planned spec's
+    digest, or None when it is not (or no digest says). An output whose record is missing is stale."""
     if output is not None and Path(output).is_file() and not Path(record).is_file():
         return f"{output} has no record {record}"
-    recorded, planned = recorded_digest(record), spec_digest(spec)
+    recorded = recorded_digest(record)
     if recorded is None or recorded == planned:
         return None
     if recorded == UNREADABLE:

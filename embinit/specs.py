@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from embinit.config import dim_of, initializer_setting, lr_of, missing_setting, tokenizer_of
 from embinit.fingerprints import code_fingerprint
-from embinit.layers.initializers import fingerprint
+from embinit.layers.initializers import LayerSpec, fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.registry import names_of
 from embinit.outputs import layer_recipe, variant_settings, variants_of
-from embinit.records import spec_digest
 from embinit.training import Placement
+from embinit.training.spec import RunSpec
 from embinit.sources import Source
 from embinit.torch_registries import BATCHINGS, POSITION_ENCODINGS
 
@@ -19,21 +19,14 @@ from embinit.torch_registries import BATCHINGS, POSITION_ENCODINGS
 SPEED_OPTIONS = ("compile", "packed")
 
 
-def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> dict:
+def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> LayerSpec:
     """A layer's spec; `fingerprint` holds the initializer's params and code. A sweep's initializer (Table 12's
     Pretrained_Xavier_x4) runs its registry entry (Scaled) with its own params."""
     entry, params = layer_recipe(config, init)
-    return {
-        "initializer": entry,
-        "params": params,
-        "fingerprint": fingerprint(entry, params),
-        "seed": seed,
-        "dim": dim_of(config, block),
-        "side": side,
-    }
+    return LayerSpec(entry, params, fingerprint(entry, params), seed, dim_of(config, block), side)
 
 
-def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plotted: bool) -> dict:
+def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plotted: bool) -> RunSpec:
     """A run's spec, except where it runs (Placement). `plotted`: a figure draws its validation BLEU per epoch, which
     under `train.valid_bleu: auto` is what makes it decode the validation split every epoch. A sweep's variant
     (Table 13's lr3e-4) sets its own `lr`; a variant's `model` and `train` override those sections' keys (the
@@ -50,32 +43,32 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     if entry != init:
         run |= {"initializer_entry": entry, "initializer_params": params}
     train = variant_settings(config, switches, "train")
-    speed = {k: True for k in SPEED_OPTIONS if train.get(k, False)}
-    optional = ({"speed_options": speed} if speed else {}) | batching_code(train["batching"])  # absent by default
-    return {
-        "kind": task["kind"],
-        "model": variant_settings(config, switches, "model"),
-        "train": {k: v for k, v in train.items() if k not in Placement.CONFIG_KEYS + SPEED_OPTIONS},
-        "variant": switches,
-        "epochs": block_cfg["epochs"],
-        "batch_size": block_cfg["batch_size"],
-        "lr": switches.get("lr", lr_of(config, block)),
-        "seed": seed,
-        "valid_bleu": plotted if setting == "auto" else bool(setting),
-        "num_classes": task.get("num_classes"),
-        "tokenizer": tokenizer_of(config, block),
-        "languages": task["languages"],
-        "position_code": code_fingerprint(POSITION_ENCODINGS[switches["pos_encoding"]]),
-        "run": run,
-    } | optional
+    return RunSpec(
+        kind=task["kind"],
+        model=variant_settings(config, switches, "model"),
+        train={k: v for k, v in train.items() if k not in Placement.CONFIG_KEYS + SPEED_OPTIONS},
+        variant=switches,
+        epochs=block_cfg["epochs"],
+        batch_size=block_cfg["batch_size"],
+        lr=switches.get("lr", lr_of(config, block)),
+        seed=seed,
+        valid_bleu=plotted if setting == "auto" else bool(setting),
+        num_classes=task.get("num_classes"),
+        tokenizer=tokenizer_of(config, block),
+        languages=task["languages"],
+        position_code=code_fingerprint(POSITION_ENCODINGS[switches["pos_encoding"]]),
+        run=run,
+        speed_options={k: True for k in SPEED_OPTIONS if train.get(k, False)} or None,
+        batching_code=batching_code(train["batching"]),
+    )
 
 
-def batching_code(name: str) -> dict:
-    """{"batching_code": its code_fingerprint} for a batching defined outside embinit, as an extension file's; {} for
-    a built-in one, whose code is part of the training code a run record names (`training_code`)."""
+def batching_code(name: str) -> str | None:
+    """The code_fingerprint of a batching defined outside embinit, as an extension file's; None for a built-in one,
+    whose code is part of the training code a run record names (`training_code`)."""
     fn = BATCHINGS[name]
     module = fn.module if isinstance(fn, Source) else fn.__module__  # a built-in's Source until it is imported
-    return {} if module.split(".")[0] == "embinit" else {"batching_code": code_fingerprint(fn)}
+    return None if module.split(".")[0] == "embinit" else code_fingerprint(fn)
 
 
 def missing_code(config: dict) -> str:
@@ -85,18 +78,3 @@ def missing_code(config: dict) -> str:
     fn = MISSING_POLICIES[missing]
     named = [MISSING_POLICIES[v] for mark, v in names_of(fn, params).values() if mark.what == MISSING_POLICIES.kind]
     return code_fingerprint(fn, *named)
-
-
-def job_spec(spec: dict, inputs, threads: int) -> dict:
-    """What a training job hands embinit.training: the planned `spec` (rule train's params) with the run's input
-    files (rule train's named inputs), the job's threads and the spec's digest, which final.json keeps (the workflow
-    finds a stale run by it)."""
-    return dict(
-        spec,
-        data={split: inputs.get(split) for split in ("train", "valid", "test")},
-        embeddings={side: inputs.get(f"emb_{side}") for side in ("encoder", "decoder")},
-        detokenizer=inputs.get("detokenizer"),
-        references={split: inputs.get(f"references_{split}") for split in ("valid", "test")},
-        threads=threads,
-        spec_digest=spec_digest(spec),
-    )

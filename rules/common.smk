@@ -24,9 +24,6 @@ RESULTS_LOCK = ResultsLock(RES)
 EXTENSIONS = ExtensionFiles(tuple(config["extensions"]))  # jobs load them again; their params say what they use
 W = Plan.of(config)
 P = W.paths
-# Decided once, before the DAG, by the Snakemake that plans the jobs: each stale output -> why (a job's Snakemake,
-# on a cluster node, runs the job it is given)
-STALE = stale_outputs(W, code_digest()) if workflow.is_main_process else {}
 # A pack: runs trained in one job of one GPU (under a cluster executor, or stacked in one process under any), this
 # invocation's alone
 PACK_STAMP = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
@@ -45,16 +42,19 @@ wildcard_constraints:
     init=_choice([*INITIALIZERS, *config["initializer_params"], *generated_initializers(config)]),
 
 
-def raw(relpath):
-    return W.raw(relpath)
+@functools.cache
+def stale():
+    """Each stale output -> why: decided once, as the DAG starts (--list-rules builds none), by the Snakemake that
+    plans the jobs (one on a cluster node runs the job it is given)."""
+    return stale_outputs(W, code_digest()) if workflow.is_main_process else {}
 
 
 def forced(path):
     """Marks a stale output's job forced in the DAG being built, saying why once (Snakemake has no per-file force
-    flag: snakemake issue #4254); an output not in STALE is left to Snakemake's own rules."""
-    if path in STALE and path not in workflow.dag.forcefiles:
+    flag: snakemake issue #4254); an output not stale is left to Snakemake's own rules."""
+    if path in stale() and path not in workflow.dag.forcefiles:
         workflow.dag.forcefiles.add(path)
-        print(f"embinit: stale output, its job reruns: {STALE[path]}", file=sys.stderr)
+        print(f"embinit: stale output, its job reruns: {stale()[path]}", file=sys.stderr)
 
 
 def vocab_inputs(task):
@@ -92,7 +92,7 @@ def packs():
     k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
     if not ((workflow.non_local_exec or STACKED) and workflow.is_main_process and k > 1):
         return []
-    return planned_packs(W, workflow.dag_settings.targets or {"all"}, STALE, k, STACKED)
+    return planned_packs(W, workflow.dag_settings.targets or {"all"}, stale(), k, STACKED)
 
 
 def pack_of(run):

@@ -9,7 +9,7 @@ from embinit.runsheet import fetched_raw
 if workflow.is_main_process:
     _settings = FetchSettings.from_config(config)
     for _relpath, _remote in config["remotes"].items():
-        check_cached(_relpath, _remote, raw(_relpath), _settings)
+        check_cached(_relpath, _remote, W.raw(_relpath), _settings)
 
 
 # Members of one archive (the 16 IWSLT2017 files of de-en.zip) come from one job: one download, one read of the zip.
@@ -42,7 +42,7 @@ for _url, _members in ARCHIVES.items():
         name:
             re.sub(r"\W", "_", f"fetch_{_folder}")
         output:
-            [raw(rel) for rel in _members],
+            [W.raw(rel) for rel in _members],
         log:
             fill(P.data_log, stage="fetch", name=os.path.join(_folder, os.path.basename(_url))),
         localrule: True
@@ -69,7 +69,7 @@ rule prefetch:
         PIPELINE_ENV
     params:
         remotes=NEEDED_REMOTES,
-        raw_dir=raw(""),
+        raw_dir=W.raw(""),
         settings=FetchSettings.from_config(config),
     script:
         "../workflow_scripts/prefetch.py"
@@ -84,7 +84,7 @@ rule preflight:
         PIPELINE_ENV
     params:
         remotes=NEEDED_REMOTES,
-        raw_dir=raw(""),
+        raw_dir=W.raw(""),
         settings=FetchSettings.from_config(config),
     script:
         "../workflow_scripts/preflight.py"

@@ -47,7 +47,7 @@ rule initialize_embedding:
     resources:
         **CPU_JOB,
     params:
-        spec=lambda wc: W.layer_spec(LayerKey.of(wc)),
+        spec=lambda wc: W.layer_spec(LayerKey.of(wc)).identity(),
         extensions=EXTENSIONS,
     script:
         "../workflow_scripts/initialize_embedding.py"

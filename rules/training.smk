@@ -21,7 +21,7 @@ rule train:
         mem_mb=16000,
         runtime=lambda wc: 30 * config["blocks"][wc.block]["epochs"],
     params:
-        spec=lambda wc: W.train_spec(RunKey.of(wc)),
+        spec=lambda wc: W.train_spec(RunKey.of(wc)).identity(),
         extensions=EXTENSIONS,
         # an object, which Snakemake leaves out of its rerun trigger: where a run runs is not what it is
         placement=Placement.from_config(config),
@@ -62,7 +62,7 @@ checkpoint pack:
         deployment=sorted(m.item_to_choice() for m in workflow.deployment_settings.deployment_method),
         stack=STACKED,
         # cluster.stack: each run's spec and input files, for the stack that trains them in this job
-        members=lambda wc: [(W.train_spec(run), W.run_inputs(run)) for run in pack_runs(wc)],
+        members=lambda wc: [(W.train_spec(run).identity(), W.run_inputs(run)) for run in pack_runs(wc)],
         extensions=EXTENSIONS,
         placement=Placement.from_config(config),
     script:

@@ -11,7 +11,6 @@ import torch
 
 from embinit.config import load, violations
 from embinit.models import Classifier, ModelConfig, Translator
-from embinit.records import spec_digest
 from embinit.specs import train_spec
 from embinit.training import Placement, checkpoint, loop
 from embinit.training.batching import pad
@@ -19,7 +18,7 @@ from embinit.training.device import CPU_STEPS, step_policy
 from embinit.training.epoch import adam, compile_loss, train_step
 from test_config import SCHEMA, _config
 from test_step_policy import ADAM, CPU, matrix, sentences, translation_batch
-from test_train import MECHANISM, Killed, make_spec, metric_values, selected, toy, train_run  # noqa: F401 (toy)
+from test_train import MECHANISM, Killed, job_of, make_spec, metric_values, selected, toy, train_run  # noqa: F401 (toy)
 
 STEPS = 3
 
@@ -93,7 +92,7 @@ def compiled_run(toy, out_dir):  # noqa: F811
     gradient's rows with atomic adds from parallel threads, whose order, and so the last bits, vary run to run."""
     spec = make_spec(toy, epochs=2, speed_options={"compile": True})
     try:
-        return loop.train_run(spec, out_dir, Placement("cpu", deterministic=True))
+        return loop.train_run(*job_of(spec), out_dir, Placement("cpu", deterministic=True))
     finally:
         torch.use_deterministic_algorithms(False)
 
@@ -148,7 +147,7 @@ def test_compile_is_in_a_runs_identity_only_when_on():
     del config["train"]["compile"]
     before = train_spec(config, *args)
     off, on = (train_spec(_config({"train": {"compile": flag}}), *args) for flag in (False, True))
-    assert off == before and spec_digest(off) == spec_digest(before)
-    assert "compile" not in on["train"] and on["speed_options"] == {"compile": True}
-    assert spec_digest(on) != spec_digest(off)
+    assert off == before and off.digest == before.digest
+    assert "compile" not in on.train and on.speed_options == {"compile": True}
+    assert on.digest != off.digest
     assert checkpoint.setup_of(on) != checkpoint.setup_of(off)

@@ -323,7 +323,7 @@ def test_the_recipe_is_the_default_and_a_variant_or_result_set_says_otherwise():
 
     def switches(config, variant, block="multi30k_glove"):
         spec = train_spec(config, block, "Xavier", 0, variant, False)
-        return spec["model"]["init"], spec["model"]["final_norm"], spec["train"]["batching"]
+        return spec.model["init"], spec.model["final_norm"], spec.train["batching"]
 
     config = load_default_config()
     assert switches(config, "frozen") == ("recipe", True, "random")
@@ -352,7 +352,7 @@ def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():
 
     def valid_bleu(block, init, variant):
         shown = plotted(run_sheet(config, {}))
-        return train_spec(config, block, init, 0, variant, (block, init, variant) in shown)["valid_bleu"]
+        return train_spec(config, block, init, 0, variant, (block, init, variant) in shown).valid_bleu
 
     assert valid_bleu("multi30k_glove", "Xavier", "base")
     assert not valid_bleu("multi30k_glove", "Xavier", "frozen")  # Table 3 reads loss and test BLEU

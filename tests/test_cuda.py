@@ -14,7 +14,7 @@ from embinit.training.batching import pad
 from embinit.training.device import CPU_STEPS, CUDA_STEPS
 from embinit.training.epoch import adam, batch_loss, train_step
 from test_step_policy import ADAM, matrix, models, sentences
-from test_train import Killed, make_spec, metric_values, selected, toy  # noqa: F401 (toy: a fixture)
+from test_train import Killed, job_of, make_spec, metric_values, selected, toy  # noqa: F401 (toy: a fixture)
 
 pytestmark = pytest.mark.cuda
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
@@ -73,12 +73,12 @@ def test_a_killed_cuda_run_resumes_to_the_uninterrupted_result(toy, tmp_path, mo
         raise Killed
 
     try:
-        whole = loop.train_run(make_spec(toy), tmp_path / "whole", placement)
+        whole = loop.train_run(*job_of(make_spec(toy)), tmp_path / "whole", placement)
         monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_die)
         with pytest.raises(Killed):
-            loop.train_run(make_spec(toy), tmp_path / "killed", placement)
+            loop.train_run(*job_of(make_spec(toy)), tmp_path / "killed", placement)
         monkeypatch.setattr(checkpoint, "save_checkpoint", save)
-        resumed = loop.train_run(make_spec(toy), tmp_path / "killed", placement)
+        resumed = loop.train_run(*job_of(make_spec(toy)), tmp_path / "killed", placement)
     finally:
         torch.use_deterministic_algorithms(False)
     assert whole["device"].startswith("cuda")

@@ -16,7 +16,7 @@ from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
 from embinit.outputs import OUTPUTS, Output
-from embinit.records import spec_digest
+from embinit.training.spec import RunSpec
 from embinit.runsheet import run_sheet
 from embinit.specs import layer_spec, missing_code, train_spec
 from embinit.torch_registries import BATCHINGS
@@ -64,11 +64,11 @@ def test_a_toy_of_each_extension_point_passes_the_check_and_is_reached_by_name(t
         assert sorted(zip(toy.task, toy.initializer, toy.variant, toy.pos_encoding, toy.batching)) == [
             ("cola", init, "toy", "none_ext", "sorted_ext") for init in ("Ones_Ext", "Xavier")
         ]
-        assert layer_spec(config, BLOCK, "Ones_Ext", 0, "encoder")["fingerprint"] == fingerprint("Ones_Ext", {})
+        assert layer_spec(config, BLOCK, "Ones_Ext", 0, "encoder").fingerprint == fingerprint("Ones_Ext", {})
         assert missing_code(config) == code_fingerprint(MISSING_POLICIES["ones_ext"])
         spec = train_spec(config, BLOCK, "Ones_Ext", 0, "toy", False)
-        assert spec["position_code"] == code_fingerprint(POSITION_ENCODINGS["none_ext"])
-        assert spec["train"]["batching"] == "sorted_ext"
+        assert spec.position_code == code_fingerprint(POSITION_ENCODINGS["none_ext"])
+        assert spec.train["batching"] == "sorted_ext"
         lengths = np.arange(10).reshape(5, 2) % 3 + 2
         assert all(
             (a == b).all()
@@ -87,20 +87,20 @@ def test_a_custom_batchings_code_is_in_its_runs_identity_and_a_built_in_ones_is_
     batching adds `batching_code`, which an edit of it changes."""
     config = _config(toys(tmp_path / "toys.py"))
 
-    def specs(text: str) -> tuple[dict, dict]:
+    def specs(text: str) -> tuple[RunSpec, RunSpec]:
         """The toy variant's spec with its batching's code fingerprint, and the spec of a run under `random`."""
         write(tmp_path / "toys.py", text)
         with isolated():
             check(config)
             toy, base = (train_spec(config, BLOCK, "Ones_Ext", 0, v, False) for v in ("toy", "base"))
-            assert toy["batching_code"] == code_fingerprint(BATCHINGS["sorted_ext"])
+            assert toy.batching_code == code_fingerprint(BATCHINGS["sorted_ext"])
             return toy, base
 
     custom, built_in = specs(EVERY_REGISTRY)
-    assert "batching_code" not in built_in and built_in["train"]["batching"] == "random"
+    assert "batching_code" not in built_in.identity() and built_in.train["batching"] == "random"
     edited, same = specs(EVERY_REGISTRY.replace("batch_size)  #", "batch_size)[::-1]  #"))
-    assert edited["batching_code"] != custom["batching_code"] and spec_digest(edited) != spec_digest(custom)
-    assert spec_digest(same) == spec_digest(built_in)
+    assert edited.batching_code != custom.batching_code and edited.digest != custom.digest
+    assert same.digest == built_in.digest
 
 
 @pytest.mark.slow  # one snakemake dry run

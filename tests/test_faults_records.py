@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ONE_RUN, assert_same_outcome, load_default_config, one_run_config, run_snakemake, write_config
-from embinit.records import ResultsLock, recorded_digest, sidecar_of, spec_digest, stale_reason, write_sidecar
+from embinit.io import spec_digest
+from embinit.records import ResultsLock, recorded_digest, sidecar_of, stale_reason, write_sidecar
 
 LAYER = "results/sst2_glove6b50d/Pretrained/seed0/embedding_encoder.npy"
 BROKEN = """import numpy as np
@@ -163,17 +164,18 @@ def test_a_broken_extension_stops_the_run_before_any_job_naming_its_file_and_fun
 
 def test_records_digests_and_sidecars(tmp_path):
     spec = {"b": 1, "a": [1, 2]}
-    assert spec_digest(spec) == spec_digest({"a": [1, 2], "b": 1}) != spec_digest({"a": [1, 2], "b": 2})
+    digest = spec_digest(spec)
+    assert digest == spec_digest({"a": [1, 2], "b": 1}) != spec_digest({"a": [1, 2], "b": 2})
     output = tmp_path / "layer.npy"
-    assert recorded_digest(sidecar_of(output)) is None and stale_reason(sidecar_of(output), spec) is None
-    write_sidecar(output, spec)
-    assert stale_reason(sidecar_of(output), spec) is None
-    assert "the config now plans" in stale_reason(sidecar_of(output), {"b": 2})
+    assert recorded_digest(sidecar_of(output)) is None and stale_reason(sidecar_of(output), digest) is None
+    write_sidecar(output, digest)
+    assert stale_reason(sidecar_of(output), digest) is None
+    assert "the config now plans" in stale_reason(sidecar_of(output), spec_digest({"b": 2}))
     sidecar_of(output).write_text("{")
-    assert "not a readable JSON record" in stale_reason(sidecar_of(output), spec)
+    assert "not a readable JSON record" in stale_reason(sidecar_of(output), digest)
     old = tmp_path / "final.json"
     old.write_text(json.dumps({"epochs": 1}))  # a record from before digests: nothing to compare
-    assert stale_reason(old, spec) is None
+    assert stale_reason(old, digest) is None
 
 
 def test_the_results_lock_is_exclusive_and_dropped_with_its_holder(tmp_path):

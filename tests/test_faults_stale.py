@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import ONE_RUN, REPO, assert_same_outcome, one_run_config, run_snakemake
+from embinit.io import spec_digest
 from embinit.records import (
     aggregate_stale_reason,
     records_digest,
@@ -145,6 +146,10 @@ def test_an_aggregate_is_stale_when_a_record_is_missing_or_changed(tmp_path):
 def test_an_output_without_its_record_is_stale(tmp_path):
     """A layer whose sidecar is gone: nothing says which spec made it, so it is rebuilt."""
     layer = tmp_path / "embedding_encoder.npy"
-    assert stale_reason(sidecar_of(layer), {"dim": 50}, layer) is None  # neither there: the job runs anyway
+    assert (
+        stale_reason(sidecar_of(layer), spec_digest({"dim": 50}), layer) is None
+    )  # neither there: the job runs anyway
     layer.write_bytes(b"x")
-    assert stale_reason(sidecar_of(layer), {"dim": 50}, layer) == f"{layer} has no record {sidecar_of(layer)}"
+    assert (
+        stale_reason(sidecar_of(layer), spec_digest({"dim": 50}), layer) == f"{layer} has no record {sidecar_of(layer)}"
+    )

@@ -20,7 +20,7 @@ import torch
 from conftest import ONE_RUN, one_run_config, run_snakemake
 from embinit.io import FULL_BELOW, DiskFullError, atomic_path, human_size
 from embinit.training import checkpoint, loop
-from test_train import assert_same_embeddings, make_spec, metric_values, selected, train_run
+from test_train import assert_same_embeddings, job_of, make_spec, metric_values, selected, train_run
 from test_train import reference_run, toy  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def test_a_failed_write_with_space_left_keeps_its_own_error(tmp_path, monkeypatc
 
 def test_the_checkpoint_estimate_is_a_little_over_the_checkpoint(reference_run, toy):  # noqa: F811
     out, _ = reference_run
-    model = loop.prepare(make_spec(toy), torch.device("cpu")).model
+    model = loop.prepare(*job_of(make_spec(toy)), torch.device("cpu")).model
     size = (out / "checkpoint.pt").stat().st_size
     assert size <= checkpoint.expected_size(model) <= 1.5 * size
 
@@ -78,7 +78,7 @@ def test_a_run_stops_before_its_first_epoch_without_the_space_it_needs(toy, tmp_
     fake_disk(monkeypatch, 100 << 10)  # the toy run needs about 0.6 MiB
     with pytest.raises(DiskFullError) as caught:
         train_run(make_spec(toy), tmp_path)
-    run = loop.prepare(make_spec(toy), torch.device("cpu"))
+    run = loop.prepare(*job_of(make_spec(toy)), torch.device("cpu"))
     needs = human_size(loop.disk_needed(run, resuming=False))
     assert str(caught.value) == (
         f"disk full: {tmp_path} has 100.0 KiB free, the run needs about {needs}; stopped before any work: free space "
@@ -136,6 +136,7 @@ SIGNALLED = """
 import json, os, signal, sys
 import torch
 from embinit.training import Placement, loop
+from embinit.training.spec import RunFiles, RunSpec
 
 save = torch.save
 
@@ -146,7 +147,9 @@ def save_then_signal(obj, f):
 
 
 torch.save = save_then_signal
-loop.train_run(json.loads(sys.argv[1]), sys.argv[2], Placement(device="cpu"))
+spec = json.loads(sys.argv[1])
+files = RunFiles(**{k: spec.pop(k) for k in ("data", "embeddings", "detokenizer", "references")})
+loop.train_run(RunSpec.of(spec), files, sys.argv[2], Placement(device="cpu"))
 """
 
 

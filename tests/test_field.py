@@ -57,8 +57,8 @@ def test_offline_plans_table14s_runs_each_under_the_recipe_and_apart_from_the_co
         ("base_recipe", "recipe", True, "random")
     }
     spec = train_spec(config, "multi30k_glove6b50d_field", "Xavier", 2, "base_recipe", False)
-    assert (spec["model"]["init"], spec["model"]["final_norm"], spec["train"]["batching"]) == ("recipe", True, "random")
-    assert (spec["epochs"], spec["lr"], spec["batch_size"]) == (30, 1.0e-3, 64)
+    assert (spec.model["init"], spec.model["final_norm"], spec.train["batching"]) == ("recipe", True, "random")
+    assert (spec.epochs, spec.lr, spec.batch_size) == (30, 1.0e-3, 64)
     # its blocks are its own: no other table selects them (the run table, TensorBoard and the layer export list every
     # run)
     assert "table14" in config["outputs"]

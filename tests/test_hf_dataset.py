@@ -18,7 +18,7 @@ from embinit.data.hf_dataset import HFDataset, prepare, saved_files
 from embinit.data.prepare import DataError, splits_of
 from embinit.data.vocab import BOS, EOS, build, load_tokenizer
 from test_config import SCHEMA, _config
-from test_train import CPU, make_spec
+from test_train import CPU, job_of, make_spec
 from embinit.training import loop
 
 SENTENCES = ["a gripping , funny film", "dull and lifeless", "a funny , warm film", "lifeless and dull plot"]
@@ -74,7 +74,7 @@ def test_single_text_task_runs_from_saved_dataset_to_a_trained_model(tmp_path):
     spec = make_spec(tmp_path, "classification", epochs=1, num_classes=2)
     spec["data"] = {**ids, "test": None}
     spec["embeddings"]["encoder"] = str(tmp_path / "emb.npy")
-    final = loop.train_run(spec, tmp_path / "run", CPU)
+    final = loop.train_run(*job_of(spec), tmp_path / "run", CPU)
     assert final["split_sizes"] == {"train": 20, "valid": 4} and final["train_size"] == 20
     assert final["vocab_sizes"] == {"encoder": sizes["encoder"]}
 

@@ -16,7 +16,6 @@ from conftest import REPO, load_default_config, one_run_config, planned_outputs,
 from embinit.checks import check
 from embinit.config import ConfigError, load, validate
 from embinit.layers.initializers import fingerprint, initialize, mean_std
-from embinit.records import spec_digest
 from embinit.runsheet import run_sheet
 from embinit.specs import layer_spec, train_spec
 from embinit.trials import try_entries
@@ -43,19 +42,17 @@ def test_one_entry_serves_two_named_settings_each_with_its_own_layer():
     check(config)
     try_entries(config)  # each setting tried as its entry with its parameters
     specs = {name: layer_spec(config, BLOCK, name, 0, "encoder") for name in SETTINGS}
-    assert [(s["initializer"], s["params"]) for s in specs.values()] == [
+    assert [(s.initializer, s.params) for s in specs.values()] == [
         ("Pretrained_Gaussian", {"scale": "xavier"}),
         ("Pretrained_Gaussian", {}),
     ]
-    assert [s["fingerprint"] for s in specs.values()] == [
-        fingerprint(s["initializer"], s["params"]) for s in specs.values()
-    ]
-    assert spec_digest(specs["Gaussian_xavier"]) != spec_digest(specs["Gaussian_own"])
+    assert [s.fingerprint for s in specs.values()] == [fingerprint(s.initializer, s.params) for s in specs.values()]
+    assert specs["Gaussian_xavier"].digest != specs["Gaussian_own"].digest
     # the layer each spec makes (as the layer job makes it): the same entry at two scales
     shape = (400, 30)
     pretrained = np.random.default_rng(5).normal(0.3, 2.0, size=shape).astype(np.float32)
     sigma = {
-        name: mean_std(initialize(s["initializer"], pretrained, shape, 0, s["params"], "encoder"))[1]
+        name: mean_std(initialize(s.initializer, pretrained, shape, 0, s.params, "encoder"))[1]
         for name, s in specs.items()
     }
     assert sigma["Gaussian_own"] == pytest.approx(2.0, rel=0.1)
@@ -64,7 +61,7 @@ def test_one_entry_serves_two_named_settings_each_with_its_own_layer():
 
 def test_a_named_settings_parameters_are_part_of_its_runs_identity_and_run_sheet():
     config = named_config()
-    run = train_spec(config, BLOCK, "Gaussian_xavier", 0, "base", False)["run"]
+    run = train_spec(config, BLOCK, "Gaussian_xavier", 0, "base", False).run
     assert (run["initializer"], run["initializer_entry"], run["initializer_params"]) == (
         "Gaussian_xavier",
         "Pretrained_Gaussian",
@@ -72,8 +69,9 @@ def test_a_named_settings_parameters_are_part_of_its_runs_identity_and_run_sheet
     )
     changed = named_config({**SETTINGS, "Gaussian_xavier": {"entry": "Pretrained_Gaussian", "scale": "pretrained"}})
     for spec in (train_spec, lambda c, *a: layer_spec(c, BLOCK, "Gaussian_xavier", 0, "encoder")):
-        assert spec_digest(spec(config, BLOCK, "Gaussian_xavier", 0, "base", False)) != spec_digest(
-            spec(changed, BLOCK, "Gaussian_xavier", 0, "base", False)
+        assert (
+            spec(config, BLOCK, "Gaussian_xavier", 0, "base", False).digest
+            != spec(changed, BLOCK, "Gaussian_xavier", 0, "base", False).digest
         )
     sheet = run_sheet(config, {}).set_index(["output", "block", "initializer", "seed"])
     row = sheet.loc[("table1", BLOCK, "Gaussian_xavier", 0)]
@@ -96,7 +94,7 @@ def test_a_name_that_is_its_entrys_own_plans_the_specs_it_planned_before_named_s
     config = load_default_config() if result_set is None else result_set_config(result_set)
     for block in config["run_blocks"]:
         for init in config["blocks"][block].get("initializers", config["initializers"]):
-            run = train_spec(config, block, init, 0, "base", False)["run"]
+            run = train_spec(config, block, init, 0, "base", False).run
             assert set(run) == {"block", "task", "initializer", "seed", "variant"}, (block, init)
     written = copy.deepcopy(config)
     for name in written["initializers"]:
@@ -178,4 +176,4 @@ def test_a_named_setting_plans_its_entrys_layer_job_in_the_dry_run(tmp_path, tin
     config = load_default_config()
     update_config(config, yaml.safe_load(cfg.read_text()))  # as snakemake merges --configfile
     spec = layer_spec(config, "sst2_glove6b50d", "Gaussian_xavier", 0, "encoder")
-    assert (spec["initializer"], spec["params"]) == ("Pretrained_Gaussian", {"scale": "xavier"})
+    assert (spec.initializer, spec.params) == ("Pretrained_Gaussian", {"scale": "xavier"})

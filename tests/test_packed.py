@@ -8,7 +8,7 @@ import torch
 from embinit.data.vocab import PAD
 from embinit.models import ModelConfig, Translator
 from embinit.training import loop
-from test_train import CPU, make_spec, toy  # noqa: F401 (toy: the tiny data set, a fixture)
+from test_train import CPU, job_of, make_spec, toy  # noqa: F401 (toy: the tiny data set, a fixture)
 
 
 def batch(rng, rows, longest, vocab):
@@ -43,7 +43,7 @@ def test_packed_loss_and_gradients_are_the_padded_ones(encoding, fused):
 
 
 def test_a_packed_translation_run_trains_and_a_packed_classification_run_is_refused(toy, tmp_path):  # noqa: F811
-    final = loop.train_run(make_spec(toy, speed_options={"packed": True}), tmp_path / "mt", CPU)
+    final = loop.train_run(*job_of(make_spec(toy, speed_options={"packed": True})), tmp_path / "mt", CPU)
     assert final["test_size"] == 16 and np.isfinite(final["best_valid_loss"])
     with pytest.raises(ValueError, match="train.packed is for translation runs, this one is classification"):
-        loop.train_run(make_spec(toy, "classification", speed_options={"packed": True}), tmp_path / "cls", CPU)
+        loop.train_run(*job_of(make_spec(toy, "classification", speed_options={"packed": True})), tmp_path / "cls", CPU)

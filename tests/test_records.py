@@ -19,7 +19,7 @@ from embinit.reports.runs import run_table
 from embinit.proofs import load_proofs, proof_chain, proof_problems
 from embinit.records import code_stale_reason, stale_reason
 from embinit.runsheet import cell_seeds, plotted, recorded_runs, run_sheet
-from embinit.specs import train_spec
+from embinit.specs import layer_spec, train_spec
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose
@@ -225,10 +225,26 @@ def test_every_committed_record_is_current_for_its_result_sets_config(result_set
                 run.variant,
                 (run.block, run.initializer, run.variant) in drawn,
             )
-            if why := stale_reason(run.final, spec):
+            if why := stale_reason(run.final, spec.digest):
                 stale.append(why)
     assert checked or result_set == "first-run", f"{result_set}: no record with a spec digest was checked"
     assert not stale, f"{len(stale)} stale records, e.g.:\n" + "\n".join(stale[:5])
+
+
+def test_the_train_and_layer_rules_params_keep_the_plain_dicts_snakemake_recorded():
+    """Snakemake's params trigger compares the repr of a rule's params with the one .snakemake/metadata recorded: a
+    spec's `identity()` keeps the keys, in the order, of the dicts the rules passed before the specs were typed, so
+    an upgrade reruns no job of a checkout that has metadata (an object there would be left out, and its absence
+    would rerun every job once)."""
+    config = result_set_config("offline-cpu")
+    run = train_spec(config, "multi30k_glove6b50d_field", "Pretrained", 0, "nopos_recipe", False).identity()
+    assert list(run) == [
+        "kind", "model", "train", "variant", "epochs", "batch_size", "lr", "seed", "valid_bleu", "num_classes",
+        "tokenizer", "languages", "position_code", "run",
+    ]  # fmt: skip
+    assert type(run["model"]) is dict and type(run["run"]) is dict
+    layer = layer_spec(config, "multi30k_glove6b50d_field", "Pretrained", 0, "encoder").identity()
+    assert list(layer) == ["initializer", "params", "fingerprint", "seed", "dim", "side"]
 
 
 def test_committed_translation_runs_exist():

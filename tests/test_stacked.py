@@ -10,7 +10,7 @@ import torch
 
 from conftest import TIMING
 from embinit.training import Placement, checkpoint, epoch, loop, stacked
-from test_train import make_spec, write_translation
+from test_train import job_of, make_spec, write_translation
 
 CPU = Placement(device="cpu")
 CELLS = [  # (initializer's layer, trainable, position encoding, seed)
@@ -85,7 +85,7 @@ def alone(toy4, tmp_path_factory):
         out = tmp_path_factory.mktemp("alone")
         with pytest.MonkeyPatch.context() as mp:
             losses = step_losses(mp, stacked_run=False)
-            final = loop.train_run(cell_spec(toy4, *cell), out, CPU)
+            final = loop.train_run(*job_of(cell_spec(toy4, *cell)), out, CPU)
         results.append((out, final, losses))
     return results
 
@@ -95,7 +95,7 @@ def together(toy4, tmp_path_factory):
     outs = [tmp_path_factory.mktemp("stacked") for _ in CELLS]
     with pytest.MonkeyPatch.context() as mp:
         losses = step_losses(mp, stacked_run=True)
-        finals = stacked.train_stack([cell_spec(toy4, *cell) for cell in CELLS], outs, CPU)
+        finals = stacked.train_stack([job_of(cell_spec(toy4, *cell)) for cell in CELLS], outs, CPU)
     return outs, finals, losses
 
 
@@ -127,10 +127,10 @@ def test_a_frozen_runs_embedding_stays_its_initial_layer_in_the_stack(together, 
 def test_a_run_of_fewer_epochs_leaves_the_stack_where_it_stops_alone(toy4, tmp_path, alone):
     """Cell 0 trains 2 epochs, the others 4: its record equals its alone run of 2 epochs; the rest still equal theirs."""
     short_alone = tmp_path / "short_alone"
-    loop.train_run(cell_spec(toy4, *CELLS[0], epochs=2), short_alone, CPU)
+    loop.train_run(*job_of(cell_spec(toy4, *CELLS[0], epochs=2)), short_alone, CPU)
     specs = [cell_spec(toy4, *CELLS[0], epochs=2)] + [cell_spec(toy4, *cell) for cell in CELLS[1:3]]
     outs = [tmp_path / f"s{i}" for i in range(3)]
-    stacked.train_stack(specs, outs, CPU)
+    stacked.train_stack(list(map(job_of, specs)), outs, CPU)
     pd.testing.assert_frame_equal(numbers(outs[0]), numbers(short_alone), rtol=1e-5)
     for out, (alone_out, _, _) in zip(outs[1:], alone[1:3]):
         pd.testing.assert_frame_equal(numbers(out), numbers(alone_out), rtol=1e-5)
@@ -150,7 +150,7 @@ def test_a_run_whose_loss_turns_nan_leaves_the_stack_and_the_others_train_on(toy
     with pytest.raises(
         FloatingPointError, match="toy_block/nan/seed9/sinusoidal-True: training loss became nan in epoch 1"
     ):
-        stacked.train_stack(specs, outs, CPU)
+        stacked.train_stack(list(map(job_of, specs)), outs, CPU)
     assert not (outs[1] / "final.json").exists() and not (outs[1] / "checkpoint.pt").exists()
     for out, (alone_out, _, _) in zip((outs[0], outs[2]), alone[:2]):
         pd.testing.assert_frame_equal(numbers(out), numbers(alone_out).iloc[:2], rtol=1e-5)
@@ -177,13 +177,13 @@ def test_a_killed_stack_resumes_each_run_stacked_or_alone(toy4, tmp_path, monkey
 
     monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_die)
     with pytest.raises(Killed):
-        stacked.train_stack(specs, outs, CPU)
+        stacked.train_stack(list(map(job_of, specs)), outs, CPU)
     monkeypatch.undo()
     assert [torch.load(o / "checkpoint.pt", weights_only=True)["epoch"] for o in outs] == [2, 2, 2, 2]
-    stacked.train_stack(specs[:3], outs[:3], CPU)
-    loop.train_run(specs[3], outs[3], CPU)
+    stacked.train_stack(list(map(job_of, specs[:3])), outs[:3], CPU)
+    loop.train_run(*job_of(specs[3]), outs[3], CPU)
     for i, out in enumerate(outs):
-        assert f"resuming {loop.run_name(specs[i]['run'])} after epoch 2" in (out / "train.log").read_text()
+        assert f"resuming {job_of(specs[i])[0].name} after epoch 2" in (out / "train.log").read_text()
         pd.testing.assert_frame_equal(numbers(out), numbers(together[0][i]), rtol=1e-5)
 
 
@@ -192,7 +192,7 @@ def test_runs_a_stack_cannot_hold_are_named_before_any_training(toy4, tmp_path):
     specs[1]["lr"] = 5e-3
     specs[0]["variant"]["pos_encoding"] = "rotary"
     with pytest.raises(ValueError) as error:
-        stacked.train_stack(specs, [tmp_path / "a", tmp_path / "b"], CPU)
+        stacked.train_stack(list(map(job_of, specs)), [tmp_path / "a", tmp_path / "b"], CPU)
     message = str(error.value)
     assert "pos_encoding 'rotary'" in message and "lr 0.005 differs" in message
     assert not (tmp_path / "a" / "checkpoint.pt").exists()
@@ -202,7 +202,7 @@ def test_every_tensor_of_a_stacked_model_is_on_its_runs_device(toy4):
     """A stack of models on the meta device (as on a GPU) holds nothing on the CPU: a tensor made there would stop
     its first step on a GPU."""
     specs = [cell_spec(toy4, *cell) for cell in CELLS[:2]]
-    models = [epoch.build_model(spec, {side: np.load(spec["embeddings"][side]) for side in ("encoder", "decoder")})
+    models = [epoch.build_model(job_of(spec)[0], {side: np.load(spec["embeddings"][side]) for side in ("encoder", "decoder")})
               for spec in specs]  # fmt: skip
     state = stacked.StackState([torch.Generator(), torch.Generator()])
     model = stacked.stack_models([m.to("meta") for m in models], state)

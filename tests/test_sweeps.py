@@ -10,7 +10,7 @@ import pytest
 from conftest import md_has_row, result_set_config, save_runs
 from embinit.checks import check
 from embinit.config import ConfigError, lr_of
-from embinit.layers.initializers import fingerprint, initialize, mean_std
+from embinit.layers.initializers import LayerSpec, fingerprint, initialize, mean_std
 from embinit.config import lr_variants, scaled_initializers
 from embinit.outputs import generated_initializers, layer_recipe, variants_of
 from embinit.reports import comparison, sweeps
@@ -49,12 +49,11 @@ def test_table12_names_k_1_as_its_base_and_every_other_k_as_a_scaled_layer():
 def test_a_scaled_layer_has_its_own_spec_and_a_configured_ones_is_unchanged():
     config = offline_config()
     spec = layer_spec(config, BLOCK, "Xavier_x4", 0, "encoder")
-    assert (spec["initializer"], spec["params"]) == ("Scaled", {"base": "Xavier", "k": 4.0})
-    assert spec["fingerprint"] == fingerprint("Scaled", {"base": "Xavier", "k": 4.0})
-    assert spec["fingerprint"] != layer_spec(config, BLOCK, "Xavier_x16", 0, "encoder")["fingerprint"]
+    assert (spec.initializer, spec.params) == ("Scaled", {"base": "Xavier", "k": 4.0})
+    assert spec.fingerprint == fingerprint("Scaled", {"base": "Xavier", "k": 4.0})
+    assert spec.fingerprint != layer_spec(config, BLOCK, "Xavier_x16", 0, "encoder").fingerprint
     own = layer_spec(config, BLOCK, "Pretrained_Xavier", 0, "encoder")
-    assert own == {"initializer": "Pretrained_Xavier", "params": {}, "fingerprint": fingerprint("Pretrained_Xavier"),
-                   "seed": 0, "dim": 50, "side": "encoder"}  # fmt: skip
+    assert own == LayerSpec("Pretrained_Xavier", {}, fingerprint("Pretrained_Xavier"), 0, 50, "encoder")
     assert layer_recipe(config, "Pretrained_Shuffled") == ("Pretrained_Shuffled", {"mode": "rows_columns"})
 
 
@@ -65,12 +64,10 @@ def test_table13_maps_the_blocks_own_lr_to_base_and_every_other_to_a_variant_wit
     assert variants["lr1e-3"] == {**config["variants"]["base"], "lr": 1e-3}
     assert variants["base"] == config["variants"]["base"]
     spec = train_spec(config, BLOCK, "Pretrained", 1, "lr1e-3", False)
-    assert spec["lr"] == 1e-3 and spec["run"]["variant"] == "lr1e-3" and spec["variant"]["lr"] == 1e-3
+    assert spec.lr == 1e-3 and spec.run["variant"] == "lr1e-3" and spec.variant["lr"] == 1e-3
     base = train_spec(config, BLOCK, "Pretrained", 1, "base", False)
-    assert base["lr"] == lr_of(config, BLOCK) and base["variant"] == config["variants"]["base"]
-    assert {k: v for k, v in spec.items() if k not in ("lr", "variant", "run")} == {
-        k: v for k, v in base.items() if k not in ("lr", "variant", "run")
-    }
+    assert base.lr == lr_of(config, BLOCK) and base.variant == config["variants"]["base"]
+    assert spec.replace(lr=base.lr, variant=base.variant, run=base.run) == base
 
 
 def test_the_run_sheet_reuses_the_blocks_own_runs_and_adds_only_the_new_cells():

@@ -30,6 +30,7 @@ from embinit.data.vocab import (
 )
 from embinit.training import Placement, checkpoint, digest, loop, mechanism, scoring
 from embinit.training.batching import BucketBatchSampler, RandomBatchSampler, TranslationData, batch_sampler, truncate
+from embinit.training.spec import RunFiles, RunSpec
 
 # the mechanism metrics every run measures by default (embinit.training.mechanism; tests/test_mechanism.py)
 MECHANISM = {
@@ -62,7 +63,17 @@ CPU = Placement(device="cpu")
 
 
 def train_run(spec, out_dir):
-    return loop.train_run(spec, out_dir, CPU)
+    return loop.train_run(*job_of(spec), out_dir, CPU)
+
+
+FILE_KEYS = ("data", "embeddings", "detokenizer", "references")
+
+
+def job_of(spec: dict) -> tuple[RunSpec, RunFiles]:
+    """A test's run, written as one dict so that a test changes a setting or a file in one place, split as a train
+    job gets it: what the run is, and where its files lie."""
+    files = RunFiles(**{k: spec[k] for k in FILE_KEYS if k in spec})
+    return RunSpec.of({k: v for k, v in spec.items() if k not in FILE_KEYS}), files
 
 
 def vocab(prefix):
@@ -544,7 +555,7 @@ def test_deterministic_kernels_change_nothing_on_the_cpu(reference_run, toy, tmp
     out, final = reference_run
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)  # restored after the run set it
     try:
-        again = loop.train_run(make_spec(toy), tmp_path, Placement("cpu", deterministic=True))
+        again = loop.train_run(*job_of(make_spec(toy)), tmp_path, Placement("cpu", deterministic=True))
     finally:
         torch.use_deterministic_algorithms(False)
     assert_same_run(tmp_path, again, out, final)
@@ -752,11 +763,11 @@ def test_placement_is_no_part_of_the_run(toy, tmp_path):
     assert Placement.from_config({"train": {"device": "cuda:1", "num_threads": 3}}) == Placement("cuda:1", 3)
     threads = torch.get_num_threads()
     try:
-        loop.train_run(make_spec(toy, epochs=1), tmp_path, Placement("cpu", 1))
+        loop.train_run(*job_of(make_spec(toy, epochs=1)), tmp_path, Placement("cpu", 1))
         assert "device cpu, 1 threads" in (tmp_path / "train.log").read_text()
     finally:
         torch.set_num_threads(threads)
-    loop.train_run(make_spec(toy, epochs=2), tmp_path, Placement("cpu"))
+    loop.train_run(*job_of(make_spec(toy, epochs=2)), tmp_path, Placement("cpu"))
     assert "resuming toy_block/Xavier/seed7/base after epoch 1" in (tmp_path / "train.log").read_text()
 
 

@@ -11,7 +11,7 @@ Stacked, each run's files are those its train job would write, and the next Snak
 Expects:
   snakemake.params   runs (each run's final.json), train_threads, config (the config files and --config values the
                      workflow was started with), snakefile, deployment (--sdm methods); stack, and for it members
-                     (each run's planned spec and input files), extensions, placement
+                     (each run's spec, RunSpec.identity(), and its named input files), extensions, placement
   snakemake.output   the pack's record (JSON: its runs and seconds), written when every run trained
   snakemake.log[0]   the inner Snakemake's output
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from embinit.interrupt import quiet_interrupt
-from embinit.specs import job_spec
+from embinit.training.spec import RunFiles, RunSpec
 from embinit.training.stacked import train_stacks
 
 quiet_interrupt(snakemake)
@@ -37,11 +37,12 @@ record = Path(snakemake.output[0])
 def stacked() -> None:
     """Train the pack's runs here, stacks of the runs that can share a model (the others alone)."""
     params.extensions.load()
-    specs = [job_spec(spec, inputs, params.train_threads) for spec, inputs in params.members]
+    members = [(RunSpec.of(spec), RunFiles.of(inputs)) for spec, inputs in params.members]
     with open(snakemake.log[0], "a", encoding="utf-8") as log:
-        print(f"{len(specs)} runs trained here as stacks (each run's lines in its train.log):", file=log)
+        print(f"{len(members)} runs trained here as stacks (each run's lines in its train.log):", file=log)
         print(*params.runs, sep="\n", file=log, flush=True)
-    failed = train_stacks(specs, [Path(run).parent for run in params.runs], params.placement)
+    placement = params.placement.with_job_threads(params.train_threads)
+    failed = train_stacks(members, [Path(run).parent for run in params.runs], placement)
     if failed:
         raise SystemExit(
             f"pack {record}: {len(failed)} of its stacks failed (each run's train.log says why):\n" + "\n".join(failed)

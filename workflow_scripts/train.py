@@ -4,9 +4,8 @@ Expects:
   snakemake.input    train, valid, test (tokenized parquet; SST-2 has no test), emb_encoder, emb_decoder
                      (translation), and for translation detokenizer (the decoder's detokenizer file) and
                      references_valid, references_test (the BLEU references files), all of the vocab stage
-  snakemake.params   spec (dict: kind, model, train (without Placement.CONFIG_KEYS), variant, epochs, batch_size,
-                     lr, seed, valid_bleu, num_classes, tokenizer, languages, run, position_code: the
-                     position encoding's code_fingerprint; its digest goes into final.json); extensions
+  snakemake.params   spec (embinit.training.spec.RunSpec.identity(): plain values, which Snakemake's params
+                     trigger compares; its digest goes into final.json); extensions
                      (embinit.extensions.ExtensionFiles: loaded first, so a position encoding they register is
                      known); placement
                      (embinit.training.Placement: device, threads, deterministic; an object so that it
@@ -22,17 +21,17 @@ import logging
 from pathlib import Path
 
 from embinit.interrupt import quiet_interrupt
-from embinit.specs import job_spec
 from embinit.training.loop import train_run
+from embinit.training.spec import RunFiles, RunSpec
 
 quiet_interrupt(snakemake)
 
 snakemake.params.extensions.load()
-spec = job_spec(snakemake.params.spec, snakemake.input, snakemake.threads)
 out_dir = Path(snakemake.output.final).parent
 if any(Path(path).parent != out_dir for path in snakemake.output):
     raise ValueError(f"final.json, metrics.parquet and embeddings.npz must share the run directory {out_dir}")
 attempt = logging.FileHandler(snakemake.log[0], encoding="utf-8")
 attempt.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
 logging.getLogger("embinit.training").addHandler(attempt)  # train_run's log, RUN_LOG: this attempt's copy
-train_run(spec, out_dir, snakemake.params.placement)
+placement = snakemake.params.placement.with_job_threads(snakemake.threads)
+train_run(RunSpec.of(snakemake.params.spec), RunFiles.of(snakemake.input), out_dir, placement)

@@ -16,13 +16,14 @@ import hashlib
 import json
 import math
 import zlib
+from dataclasses import asdict, dataclass
 from typing import Callable, Literal
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from embinit.fingerprints import code_fingerprint
-from embinit.io import atomic_path
+from embinit.io import atomic_path, spec_digest
 from embinit.registry import Registry
 
 Initializer = Callable[..., np.ndarray]
@@ -301,6 +302,30 @@ def fingerprint(name: str, params: dict | None = None) -> str:
     drivers = (initialize, initialize_mapping) if maps_dim(name) else (initialize,)
     blob = json.dumps({"name": name, "params": params or {}, "code": code_fingerprint(_lookup(name), *drivers)})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """What makes a layer the layer it is (embinit.specs.layer_spec); `identity()` is what its sidecar's digest hashes
+    and what the layer rule hands its job (plain values, which Snakemake's params trigger compares)."""
+
+    initializer: str  # its registry entry (a sweep's or a named setting's, not the name the config uses)
+    params: dict  # the entry's params
+    fingerprint: str  # `fingerprint(initializer, params)`: editing its code rebuilds its layers
+    seed: int
+    dim: int  # D
+    side: str  # "encoder" | "decoder": mixed into the seed
+
+    @classmethod
+    def of(cls, identity: dict) -> LayerSpec:
+        return cls(**identity)
+
+    def identity(self) -> dict:
+        return asdict(self)
+
+    @property
+    def digest(self) -> str:
+        return spec_digest(self.identity())
 
 
 def initialize_file(

@@ -22,55 +22,42 @@ import torch.nn as nn
 
 from embinit.io import atomic_path, sha256_of, write_text_atomic
 from embinit.training.digest import code_digest
+from embinit.training.spec import RunFiles, RunSpec
 from embinit.training.stopping import held
 
 log = logging.getLogger(__name__)
 
 
-def setup_of(spec: dict) -> dict:
-    """The settings a checkpoint must agree with: all but file paths, epochs and the log (where the run runs
-    is no part of the spec: embinit.training.placement)."""
+def setup_of(spec: RunSpec) -> dict:
+    """The settings a checkpoint must agree with: all but epochs (where the run runs is no part of the spec:
+    embinit.training.placement)."""
     return json.loads(
         json.dumps(
             {
-                "kind": spec["kind"],
-                "run": spec["run"],
-                "model": spec["model"],
-                "variant": spec["variant"],
-                "train": spec["train"],
-                "batch_size": spec["batch_size"],
-                "lr": spec["lr"],
-                "seed": spec["seed"],
-                "valid_bleu": spec.get("valid_bleu"),
-                "num_classes": spec.get("num_classes"),
-                "position_code": spec.get("position_code"),  # its position encoding's code, built in or an extension
-                "speed_options": spec.get("speed_options"),  # train.compile: rounding differs from eager's
-                "batching_code": spec.get("batching_code"),  # an extension's batching's code (none for a built-in)
+                "kind": spec.kind,
+                "run": spec.run,
+                "model": spec.model,
+                "variant": spec.variant,
+                "train": spec.train,
+                "batch_size": spec.batch_size,
+                "lr": spec.lr,
+                "seed": spec.seed,
+                "valid_bleu": spec.valid_bleu,
+                "num_classes": spec.num_classes,
+                "position_code": spec.position_code,  # its position encoding's code, built in or an extension
+                "speed_options": spec.speed_options,  # train.compile: rounding differs from eager's
+                "batching_code": spec.batching_code,  # an extension's batching's code (none for a built-in)
             },
             sort_keys=True,
         )
     )
 
 
-def input_files(spec: dict) -> dict[str, str]:
-    """Every file the run reads, by role: tokenized splits (data.<split>), embedding layers
-    (embeddings.<side>), BLEU references (references.<split>) and the detokenizer."""
-    files = {
-        f"{group}.{role}": path
-        for group in ("data", "embeddings", "references")
-        for role, path in (spec.get(group) or {}).items()
-        if path
-    }
-    if spec.get("detokenizer"):
-        files["detokenizer"] = spec["detokenizer"]
-    return files
-
-
-def identity_of(spec: dict) -> dict:
+def identity_of(spec: RunSpec, files: RunFiles) -> dict:
     """What makes two runs the same run: the settings, the training code and the content of every input."""
     return {
         "setup": {**setup_of(spec), "code": code_digest()},
-        "inputs": {role: sha256_of(path) for role, path in input_files(spec).items()},
+        "inputs": {role: sha256_of(path) for role, path in files.by_role().items()},
     }
 
 

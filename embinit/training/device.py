@@ -21,12 +21,11 @@ SLOT_DIR = Path(tempfile.gettempdir()) / f"embinit-gpu-slots-{os.getuid()}"
 
 
 @contextlib.contextmanager
-def place(placement: Placement, job_threads: int = 0) -> Iterator[torch.device]:
-    """Set torch's CPU threads (the placement's, else the job's, else torch's default) and CUDA determinism,
-    and yield the device, holding its GPU slot while the block runs."""
-    threads = placement.num_threads or job_threads
-    if threads > 0:
-        torch.set_num_threads(threads)
+def place(placement: Placement) -> Iterator[torch.device]:
+    """Set torch's CPU threads (the placement's, else torch's default) and CUDA determinism, and yield the device,
+    holding its GPU slot while the block runs."""
+    if placement.num_threads > 0:
+        torch.set_num_threads(placement.num_threads)
     if placement.deterministic:
         make_deterministic()
     with contextlib.ExitStack() as stack:

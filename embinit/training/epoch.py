@@ -14,15 +14,16 @@ from tqdm import tqdm
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.training.batching import sorted_batches
 from embinit.training.device import StepPolicy, autocast, step_policy
+from embinit.training.spec import RunSpec
 
 FINITE_CHECK_EVERY = 50  # steps between loss checks (each one waits for the GPU)
 
 
-def build_model(spec: dict, embeddings: dict[str, np.ndarray]) -> nn.Module:
-    config = ModelConfig.from_config(spec["model"], spec["variant"], embeddings["encoder"].shape[1])
-    if spec["kind"] == "translation":
+def build_model(spec: RunSpec, embeddings: dict[str, np.ndarray]) -> nn.Module:
+    config = ModelConfig.from_config(spec.model, spec.variant, embeddings["encoder"].shape[1])
+    if spec.translation:
         return Translator(embeddings["encoder"], embeddings["decoder"], config)
-    return Classifier(embeddings["encoder"], spec["num_classes"], config)
+    return Classifier(embeddings["encoder"], spec.num_classes, config)
 
 
 def adam(model: nn.Module, lr: float, train_cfg: dict) -> torch.optim.Adam:

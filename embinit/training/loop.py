@@ -41,32 +41,23 @@ from embinit.training.batching import ClassificationData, Sampler, TranslationDa
 from embinit.training.device import describe, place
 from embinit.training.epoch import adam, build_model, check_finite, compile_loss, evaluate_loss, train_epoch
 from embinit.training.placement import Placement
+from embinit.training.spec import RunFiles, RunSpec
 from embinit.training.stopping import Terminated, terminated_on_sigterm
 
 log = logging.getLogger(__name__)
 RUN_LOG = logging.getLogger("embinit.training")  # the run's log file: the lines of every training module
 
 
-def run_name(run: dict) -> str:
-    return f"{run['block']}/{run['initializer']}/seed{run['seed']}/{run['variant']}"
-
-
-def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
+def train_run(spec: RunSpec, files: RunFiles, out_dir, placement: Placement = Placement()) -> dict:
     """Train one (block, initializer, seed, variant) run into out_dir; returns what final.json holds.
 
-    spec keys: kind ("translation" | "classification"); data {train, valid, test (None: no test split)}:
-    tokenized parquet paths; embeddings {encoder, decoder (translation)}: N x D .npy the layers start from;
-    translation only: detokenizer (the vocab stage's detokenizer file of the decoder side: its tokens are what
-    paper BLEU scores, its tokenizer detokenizes for standard sacreBLEU) and references {valid, test} (the
-    vocab stage's references files); model: config `model`; train: config `train` (without the placement's
-    keys: device, num_threads, deterministic); variant {pos_encoding, embedding_trainable}; epochs; batch_size;
-    lr; seed; valid_bleu (translation: greedy validation BLEU every epoch, for Figure 1; validation loss always);
-    num_classes (classification); run {block, task, initializer, seed, variant}; optional speed_options {compile:
-    true} (the training steps' loss compiled: embinit.training.epoch.compile_loss); optional log (default
-    out_dir/train.log) and threads (the job's threads, used when placement.num_threads is 0). Every file of
-    the spec is part of the run's identity (embinit.training.checkpoint.input_files); `placement` (device,
-    threads, determinism) is not: the run holds its device (a GPU slot) while it trains
-    (embinit.training.device.place).
+    `spec` (embinit.training.spec.RunSpec) is what the run is; `files` where its inputs lie: tokenized splits, the
+    layers it starts from and, for translation, the decoder side's detokenizer (its tokens are what paper BLEU
+    scores, its tokenizer detokenizes for standard sacreBLEU) and the references. Every input file's content is part
+    of the run's identity (embinit.training.checkpoint.identity_of); `placement` (device, threads, determinism) is
+    not: the run holds its device (a GPU slot) while it trains (embinit.training.device.place). The training steps'
+    loss compiled (`speed_options` compile: embinit.training.epoch.compile_loss) or packed (packed) are speed
+    options in its spec.
 
     Writes checkpoint.pt every epoch, then metrics.parquet, (translation) test.tok.hyp.txt / test.tok.ref.txt
     (paper BLEU's input) and test.hyp.txt / test.ref.txt (standard sacreBLEU's), embeddings.npz (the input
@@ -81,9 +72,7 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    log_path = Path(spec.get("log") or out_dir / "train.log")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_path, encoding="utf-8")
+    handler = logging.FileHandler(out_dir / "train.log", encoding="utf-8")
     shown = logging.StreamHandler(sys.stderr)  # the job's stderr, which Snakemake shows (a SLURM job: its log)
     shown.setLevel(logging.WARNING)
     shown.addFilter(lambda record: not record.exc_info)  # a failure's traceback reaches stderr as the exception
@@ -92,13 +81,13 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
         RUN_LOG.addHandler(h)
     RUN_LOG.setLevel(logging.INFO)
     try:
-        with terminated_on_sigterm(), place(placement, spec.get("threads", 0)) as device:
-            return _train(spec, out_dir, device)
+        with terminated_on_sigterm(), place(placement) as device:
+            return _train(spec, files, out_dir, device)
     except Terminated as stop:
         log.error("%s", terminated(spec, out_dir, stop))
         raise
     except Exception:
-        log.exception("run %s failed", run_name(spec["run"]))
+        log.exception("run %s failed", spec.name)
         raise
     finally:
         for h in (handler, shown):
@@ -106,7 +95,7 @@ def train_run(spec: dict, out_dir, placement: Placement = Placement()) -> dict:
             h.close()
 
 
-def terminated(spec: dict, out_dir: Path, stop: Terminated) -> str:
+def terminated(spec: RunSpec, out_dir: Path, stop: Terminated) -> str:
     """What a run ended by a signal says: that nothing failed, and how it resumes."""
     path = out_dir / "checkpoint.pt"
     resumes = (
@@ -115,22 +104,30 @@ def terminated(spec: dict, out_dir: Path, stop: Terminated) -> str:
         else "starts it afresh (no epoch had finished)"
     )
     return (
-        f"run {run_name(spec['run'])} was terminated by signal {stop.signal.name} (a time limit, kill, or the "
+        f"run {spec.name} was terminated by signal {stop.signal.name} (a time limit, kill, or the "
         f"scheduler), not by an error; nothing more was saved. Running snakemake again (with --rerun-incomplete if it "
         f"says the outputs are incomplete) {resumes}"
     )
 
 
-def _train(spec: dict, out_dir: Path, device: torch.device) -> dict:
-    run = prepare(spec, device)
+def _train(spec: RunSpec, files: RunFiles, out_dir: Path, device: torch.device) -> dict:
+    run, identity, state, path = begin_run(spec, files, out_dir, device)
+    with disk_space(out_dir, disk_needed(run, resuming=state is not None)):
+        return train_and_record(run, identity, state, path, out_dir)
+
+
+def begin_run(
+    spec: RunSpec, files: RunFiles, out_dir: Path, device: torch.device
+) -> tuple[Run, dict, dict | None, Path]:
+    """The run prepared (`prepare`), its identity, the checkpoint it resumes from (None: it starts afresh) and that
+    checkpoint's path, after removing what a killed save left in out_dir (alone or in a stack alike)."""
+    run = prepare(spec, files, device)
     for stale in interrupted_writes(out_dir):
         log.info("removing %s: a temporary file of a save that was interrupted", stale)
         stale.unlink(missing_ok=True)
     path = out_dir / "checkpoint.pt"
-    identity = checkpoint.identity_of(spec)
-    state = resume(run, path, identity)
-    with disk_space(out_dir, disk_needed(run, resuming=state is not None)):
-        return train_and_record(run, identity, state, path, out_dir)
+    identity = checkpoint.identity_of(spec, files)
+    return run, identity, resume(run, path, identity), path
 
 
 def disk_needed(run: Run, resuming: bool) -> int:
@@ -143,7 +140,7 @@ def disk_needed(run: Run, resuming: bool) -> int:
 def train_and_record(run: Run, identity: dict, state: dict | None, path: Path, out_dir: Path) -> dict:
     """Train the epochs after `state` (None: all), checkpointing each, then select, score and write the records."""
     rows, best_model = (state["rows"], state["best_model"]) if state else ([], None)
-    for epoch in range(state["epoch"] + 1 if state else 1, run.spec["epochs"] + 1):
+    for epoch in range(state["epoch"] + 1 if state else 1, run.spec.epochs + 1):
         state, best_model = end_epoch(run, identity, epoch_row(run, epoch), rows, best_model, path)
     return record(run, rows, best_model, state, path, out_dir)
 
@@ -185,7 +182,7 @@ class Run:
     """What the steps of one run share: its spec, where it runs, its data, model and optimizer, the batch
     sampler with its generator, and (translation) what it is scored with."""
 
-    spec: dict
+    spec: RunSpec
     name: str
     device: torch.device
     bf16: bool
@@ -202,22 +199,21 @@ class Run:
 
     @property
     def translation(self) -> bool:
-        return self.spec["kind"] == "translation"
+        return self.spec.translation
 
 
-def prepare(spec: dict, device: torch.device) -> Run:
+def prepare(spec: RunSpec, files: RunFiles, device: torch.device) -> Run:
     """Seed every RNG, load the run's inputs and build its model (on `device`), optimizer and batch sampler."""
-    kind, train_cfg, name = spec["kind"], spec["train"], run_name(spec["run"])
-    checkpoint.seed_everything(spec["seed"])
-    max_len = spec["model"]["max_len"]
-    splits = {split: load_dataset(kind, path, max_len) for split, path in spec["data"].items() if path}
-    embeddings = {side: np.load(path) for side, path in spec["embeddings"].items() if path}
+    kind, train_cfg, name = spec.kind, spec.train, spec.name
+    checkpoint.seed_everything(spec.seed)
+    max_len = spec.model["max_len"]
+    splits = {split: load_dataset(kind, path, max_len) for split, path in files.data.items() if path}
+    embeddings = {side: np.load(path) for side, path in files.embeddings.items() if path}
     model = build_model(spec, embeddings).to(device)
-    compiled = bool((spec.get("speed_options") or {}).get("compile", False))
-    packed = bool((spec.get("speed_options") or {}).get("packed", False))
+    compiled, packed = spec.speed("compile"), spec.speed("packed")
     if packed and kind != "translation":
         raise ValueError(f"run {name}: train.packed is for translation runs, this one is {kind}")
-    generator = torch.Generator().manual_seed(spec["seed"])
+    generator = torch.Generator().manual_seed(spec.seed)
     run = Run(
         spec=spec,
         name=name,
@@ -228,16 +224,16 @@ def prepare(spec: dict, device: torch.device) -> Run:
         model=model,
         compiled_loss=compile_loss(model) if compiled else None,
         packed=packed,
-        optimizer=adam(model, spec["lr"], train_cfg),
+        optimizer=adam(model, spec.lr, train_cfg),
         generator=generator,
         sampler=batch_sampler(
-            train_cfg["batching"], splits["train"].lengths(), spec["batch_size"], train_cfg["bucket_width"], generator
+            train_cfg["batching"], splits["train"].lengths(), spec.batch_size, train_cfg["bucket_width"], generator
         ),
         detokenizer=None,
         references={},
     )
     if run.translation:
-        run.detokenizer, run.references = scoring_inputs(spec, splits, name)
+        run.detokenizer, run.references = scoring_inputs(spec, files, splits)
     log.info(
         "run %s: %s, %d parameters, device %s, %d threads, %s steps",
         name,
@@ -250,11 +246,11 @@ def prepare(spec: dict, device: torch.device) -> Run:
     return run
 
 
-def scoring_inputs(spec: dict, splits: dict, name: str) -> tuple[Detokenizer, dict[str, References]]:
+def scoring_inputs(spec: RunSpec, files: RunFiles, splits: dict) -> tuple[Detokenizer, dict[str, References]]:
     """A translation run's detokenizer and references, each references file as long as its split."""
-    paths = spec.get("references") or {}
-    needed = {f"references.{s}": paths.get(s) for s in ("valid", "test") if s == "test" or spec.get("valid_bleu", True)}
-    missing = [role for role, path in {**needed, "detokenizer": spec.get("detokenizer")}.items() if not path]
+    paths, name = files.references, spec.name
+    needed = {f"references.{s}": paths.get(s) for s in ("valid", "test") if s == "test" or spec.valid_bleu}
+    missing = [role for role, path in {**needed, "detokenizer": files.detokenizer}.items() if not path]
     if missing:
         raise ValueError(f"run {name}: a translation run needs {', '.join(missing)} (the vocab stage's files)")
     references = {split: read_references(path) for split, path in paths.items() if path}
@@ -264,12 +260,12 @@ def scoring_inputs(spec: dict, splits: dict, name: str) -> tuple[Detokenizer, di
                 f"run {name}: {paths[split]} holds {len(refs.ref)} references, the {split} split "
                 f"{len(splits[split])} sentences"
             )
-    return load_detokenizer(spec["detokenizer"]), references
+    return load_detokenizer(files.detokenizer), references
 
 
 def resume(run: Run, path: Path, identity: dict) -> dict | None:
     """The checkpoint this run continues (its model, optimizer, sampler and RNGs restored), or None."""
-    state = checkpoint.resumable_checkpoint(path, identity, run.spec["epochs"], run.name)
+    state = checkpoint.resumable_checkpoint(path, identity, run.spec.epochs, run.name)
     if state is not None:
         checkpoint.restore(state, run.model, run.optimizer, run.generator)
         log.info("resuming %s after epoch %d", run.name, state["epoch"])
@@ -302,7 +298,7 @@ def scored_row(run: Run, epoch: int, train_loss: float, tokens: int, train_secon
     row = {
         "epoch": epoch,
         "train_loss": train_loss,
-        "valid_loss": evaluate_loss(run.model, run.splits["valid"], run.spec["batch_size"], run.device, run.bf16),
+        "valid_loss": evaluate_loss(run.model, run.splits["valid"], run.spec.batch_size, run.device, run.bf16),
     }
     check_finite(row["valid_loss"], run.name, epoch, "validation loss")
     row.update(epoch_scores(run))
@@ -312,15 +308,15 @@ def scored_row(run: Run, epoch: int, train_loss: float, tokens: int, train_secon
         "valid_seconds": valid_seconds,
         "tokens_per_second": tokens / train_seconds,
     }
-    if mechanism.enabled(run.spec["train"]):
+    if mechanism.enabled(run.spec.train):
         probe_began = time.perf_counter()
         row.update(
             mechanism.measure(
                 run.model,
                 run.splits["valid"],
-                run.spec["batch_size"],
+                run.spec.batch_size,
                 run.device,
-                mechanism.probe_size(run.spec["train"]),
+                mechanism.probe_size(run.spec.train),
             )
         )
         if run.device.type == "cuda":
@@ -334,9 +330,9 @@ def scored_row(run: Run, epoch: int, train_loss: float, tokens: int, train_secon
 def epoch_scores(run: Run) -> dict:
     """The scores beside the validation loss every epoch: greedy validation BLEU (translation, when
     `valid_bleu`), or validation accuracy and, where there is a test split (MNLI mismatched), test accuracy."""
-    batch_size = run.spec["batch_size"]
+    batch_size = run.spec.batch_size
     if run.translation:
-        if not run.spec.get("valid_bleu", True):
+        if not run.spec.valid_bleu:
             return {}
         _, scores = scoring.greedy_bleu(
             run.model,
@@ -346,7 +342,7 @@ def epoch_scores(run: Run) -> dict:
             batch_size,
             run.device,
             run.bf16,
-            run.spec["train"]["decode_max_extra"],
+            run.spec.train["decode_max_extra"],
         )
         return {"valid_paper_bleu": scores["paper_bleu"], "valid_sacrebleu": scores["sacrebleu"]}
     scores = {"valid_acc": scoring.accuracy(run.model, run.splits["valid"], batch_size, run.device, run.bf16)}
@@ -391,10 +387,10 @@ def select_and_score_translation(run: Run, rows: list[dict], best_model: dict, o
         run.splits["test"],
         run.references["test"],
         run.detokenizer,
-        run.spec["batch_size"],
+        run.spec.batch_size,
         run.device,
         run.bf16,
-        run.spec["train"]["decode_max_extra"],
+        run.spec.train["decode_max_extra"],
     )
     for name, lines in texts._asdict().items():
         write_text_atomic(out_dir / f"test.{name.replace('_', '.')}.txt", "".join(f"{x}\n" for x in lines))
@@ -432,8 +428,8 @@ def final_record(run: Run, rows: list[dict], selected: dict, stack: int = 1) -> 
     the runs that trained in one model with it (1: alone), whose shared seconds are its timings."""
     spec, model = run.spec, run.model
     return {
-        **spec["run"],
-        "kind": spec["kind"],
+        **spec.run,
+        "kind": spec.kind,
         **selected,
         "params": model.num_parameters(),
         "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
@@ -443,17 +439,17 @@ def final_record(run: Run, rows: list[dict], selected: dict, stack: int = 1) -> 
         "embedding_dim": int(run.embeddings["encoder"].shape[1]),
         "train_size": len(run.splits["train"]),
         "split_sizes": {split: len(data) for split, data in run.splits.items()},  # rows of each tokenized split
-        "epochs": spec["epochs"],
-        "batch_size": spec["batch_size"],
-        "lr": spec["lr"],
+        "epochs": spec.epochs,
+        "batch_size": spec.batch_size,
+        "lr": spec.lr,
         "device": describe(run.device),
         "stack": stack,
-        "pos_encoding": spec["variant"]["pos_encoding"],
-        "embedding_trainable": spec["variant"]["embedding_trainable"],
+        "pos_encoding": spec.variant["pos_encoding"],
+        "embedding_trainable": spec.variant["embedding_trainable"],
         # the recipe's switches: which batches, how the model's own weights start, the stacks' final LayerNorms
-        "batching": spec["train"]["batching"],
-        "model_init": spec["model"]["init"],
-        "final_norm": spec["model"]["final_norm"],
+        "batching": spec.train["batching"],
+        "model_init": spec.model["init"],
+        "final_norm": spec.model["final_norm"],
         "training_code": checkpoint.code_digest(),
-        "spec_digest": spec.get("spec_digest"),  # the workflow's planned spec (embinit.records), when it ran this
+        "spec_digest": spec.digest,  # what the workflow compares with the spec it plans (embinit.records)
     }

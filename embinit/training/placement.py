@@ -7,6 +7,7 @@ called).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -35,6 +36,10 @@ class Placement:
         "num_threads",
         "deterministic",
     )  # the `train` keys read here, no part of a run's spec
+
+    def with_job_threads(self, threads: int) -> Placement:
+        """The job's threads where the config sets none (`num_threads: 0`)."""
+        return dataclasses.replace(self, num_threads=self.num_threads or threads)
 
     @classmethod
     def from_config(cls, config: dict) -> Placement:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from embinit.data.vocab import BOS, PAD
-from embinit.io import disk_space, interrupted_writes
+from embinit.io import disk_space
 from embinit.models.layers import Dropout
 from embinit.models.loss import linear_cross_entropy
 from embinit.models.position import PositionEncoding
@@ -47,75 +47,76 @@ from embinit.training.epoch import check_finite
 from embinit.training.loop import (
     RUN_LOG,
     Run,
+    begin_run,
     disk_needed,
     end_epoch,
-    prepare,
     record,
-    resume,
-    run_name,
     scored_row,
     terminated,
     train_run,
 )
 from embinit.training.placement import Placement
+from embinit.training.spec import RunFiles, RunSpec
 from embinit.training.stopping import Terminated, terminated_on_sigterm
 
 log = logging.getLogger(__name__)
+
+Member = tuple[RunSpec, RunFiles]  # a run of a stack: what it is and where its inputs lie
 
 STACKABLE_ENCODINGS = ("sinusoidal", "none")  # additive or nothing: one table per run, zeros for `none`
 # spec keys every run of a stack shares (the run's own: run, seed, variant, data and embedding files)
 SHARED_KEYS = ("kind", "model", "train", "batch_size", "lr", "valid_bleu", "speed_options")
 
 
-def stack_problems(specs: list[dict]) -> list[str]:
+def stack_problems(specs: list[RunSpec]) -> list[str]:
     """Why these runs cannot train as one stack: each setting that differs from the first run's, or that a stack
     does not take; empty when they can."""
     first, problems = specs[0], []
     for spec in specs:
-        name = run_name(spec["run"])
-        if spec["kind"] != "translation":
-            problems.append(f"run {name}: a {spec['kind']} run (stacks train translation runs)")
-        if spec["variant"]["pos_encoding"] not in STACKABLE_ENCODINGS:
+        name = spec.name
+        if not spec.translation:
+            problems.append(f"run {name}: a {spec.kind} run (stacks train translation runs)")
+        if spec.variant["pos_encoding"] not in STACKABLE_ENCODINGS:
             problems.append(
-                f"run {name}: pos_encoding {spec['variant']['pos_encoding']!r} (stacks take {STACKABLE_ENCODINGS})"
+                f"run {name}: pos_encoding {spec.variant['pos_encoding']!r} (stacks take {STACKABLE_ENCODINGS})"
             )
-        if spec["variant"].get("output_embedding", "untied") == "tied":
+        if spec.variant.get("output_embedding", "untied") == "tied":
             problems.append(f"run {name}: output_embedding 'tied' (its projection is its frozen or trained input)")
-        if (spec.get("speed_options") or {}).get("compile"):
+        if spec.speed("compile"):
             problems.append(f"run {name}: train.compile (a stack's steps run eagerly)")
-        if (spec.get("speed_options") or {}).get("packed"):
+        if spec.speed("packed"):
             problems.append(f"run {name}: train.packed (a stack pads its runs' batches to one)")
         problems += [
-            f"run {name}: {key} {spec.get(key)!r} differs from run {run_name(first['run'])}'s {first.get(key)!r}"
+            f"run {name}: {key} {getattr(spec, key)!r} differs from run {first.name}'s {getattr(first, key)!r}"
             for key in SHARED_KEYS
-            if spec.get(key) != first.get(key)
+            if getattr(spec, key) != getattr(first, key)
         ]
     return problems
 
 
-def stack_groups(specs: list[dict]) -> list[list[int]]:
+def stack_groups(specs: list[RunSpec]) -> list[list[int]]:
     """The indices of `specs` partitioned into stacks: runs of one block whose shared settings agree; a run no stack
     takes (`stack_problems`) is a group of its own."""
     groups: dict[str, list[int]] = {}
     for i, spec in enumerate(specs):
         alone = bool(stack_problems([spec]))
-        key = json.dumps([spec["run"]["block"], *(spec.get(k) for k in SHARED_KEYS)], sort_keys=True, default=str)
+        key = json.dumps([spec.run["block"], *(getattr(spec, k) for k in SHARED_KEYS)], sort_keys=True, default=str)
         groups.setdefault(f"alone {i}" if alone else key, []).append(i)
     return list(groups.values())
 
 
-def train_stacks(specs: list[dict], out_dirs: list, placement: Placement = Placement()) -> list[str]:
-    """Train the runs `specs` into `out_dirs` in one process: each `stack_groups` group as a stack (a group of one,
-    alone: embinit.training.loop.train_run), one group after another. A group that fails does not stop the others;
-    returns what failed, one line each (empty: all trained). SIGTERM stops them all."""
+def train_stacks(members: list[Member], out_dirs: list, placement: Placement = Placement()) -> list[str]:
+    """Train the runs `members` (each its spec and files) into `out_dirs` in one process: each `stack_groups` group
+    as a stack (a group of one, alone: embinit.training.loop.train_run), one group after another. A group that fails
+    does not stop the others; returns what failed, one line each (empty: all trained). SIGTERM stops them all."""
     failed = []
-    for group in stack_groups(specs):
-        names = ", ".join(run_name(specs[i]["run"]) for i in group)
+    for group in stack_groups([spec for spec, _ in members]):
+        names = ", ".join(members[i][0].name for i in group)
         try:
             if len(group) == 1:
-                train_run(specs[group[0]], out_dirs[group[0]], placement)
+                train_run(*members[group[0]], out_dirs[group[0]], placement)
             else:
-                train_stack([specs[i] for i in group], [out_dirs[i] for i in group], placement)
+                train_stack([members[i] for i in group], [out_dirs[i] for i in group], placement)
         except Terminated:
             raise
         except Exception as error:  # its log and stderr have the traceback: the next group trains
@@ -289,9 +290,9 @@ class Stack:
         first = runs[0]
         self.optimizer = torch.optim.Adam(
             [p for p in self.model.parameters() if p.requires_grad],
-            lr=first.spec["lr"],
-            betas=tuple(first.spec["train"]["adam_betas"]),
-            eps=first.spec["train"]["adam_eps"],
+            lr=first.spec.lr,
+            betas=tuple(first.spec.train["adam_betas"]),
+            eps=first.spec.train["adam_eps"],
             fused=True,
         )
         self.embeddings = [m for m in self.model.modules() if isinstance(m, StackedEmbedding)]
@@ -423,17 +424,19 @@ def _adam_state_by_name(run: Run) -> dict[str, dict]:
     return {names[index]: held for index, held in run.optimizer.state_dict()["state"].items()}
 
 
-def train_stack(specs: list[dict], out_dirs: list, placement: Placement = Placement()) -> list[dict]:
-    """Train the runs `specs` (embinit.training.loop.train_run's specs) into `out_dirs` as one stack; returns each
-    run's final.json. Runs that resume from different epochs train as one stack per epoch they resume from."""
+def train_stack(members: list[Member], out_dirs: list, placement: Placement = Placement()) -> list[dict]:
+    """Train the runs `members` (embinit.training.loop.train_run's spec and files) into `out_dirs` as one stack;
+    returns each run's final.json. Runs that resume from different epochs train as one stack per epoch they resume
+    from."""
+    specs = [spec for spec, _ in members]
     problems = stack_problems(specs)
     if problems:
         raise ValueError("these runs cannot train as one stack:\n  " + "\n  ".join(problems))
     out_dirs = [Path(d) for d in out_dirs]
     handlers = []
-    for out_dir, spec in zip(out_dirs, specs):
+    for out_dir in out_dirs:
         out_dir.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(spec.get("log") or out_dir / "train.log", encoding="utf-8")
+        handler = logging.FileHandler(out_dir / "train.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         handlers.append(handler)
     shown = logging.StreamHandler(sys.stderr)
@@ -444,14 +447,14 @@ def train_stack(specs: list[dict], out_dirs: list, placement: Placement = Placem
         RUN_LOG.addHandler(handler)
     RUN_LOG.setLevel(logging.INFO)
     try:
-        with terminated_on_sigterm(), place(placement, specs[0].get("threads", 0)) as device:
-            return _train_stack(specs, out_dirs, device)
+        with terminated_on_sigterm(), place(placement) as device:
+            return _train_stack(members, out_dirs, device)
     except Terminated as stop:
         for spec, out_dir in zip(specs, out_dirs):
             log.error("%s", terminated(spec, out_dir, stop))
         raise
     except Exception:
-        log.exception("stack of %s failed", ", ".join(run_name(s["run"]) for s in specs))
+        log.exception("stack of %s failed", ", ".join(spec.name for spec in specs))
         raise
     finally:
         for handler in (*handlers, shown):
@@ -459,16 +462,10 @@ def train_stack(specs: list[dict], out_dirs: list, placement: Placement = Placem
             handler.close()
 
 
-def _train_stack(specs: list[dict], out_dirs: list[Path], device: torch.device) -> list[dict]:
+def _train_stack(given: list[Member], out_dirs: list[Path], device: torch.device) -> list[dict]:
     members = []  # (run, identity, checkpoint state, dropout generator, checkpoint path, out_dir)
-    for spec, out_dir in zip(specs, out_dirs):
-        run = prepare(spec, device)
-        for stale in interrupted_writes(out_dir):
-            log.info("removing %s: a temporary file of a save that was interrupted", stale)
-            stale.unlink(missing_ok=True)
-        path = out_dir / "checkpoint.pt"
-        identity = checkpoint.identity_of(spec)
-        state = resume(run, path, identity)
+    for (spec, files), out_dir in zip(given, out_dirs):
+        run, identity, state, path = begin_run(spec, files, out_dir, device)
         members.append((run, identity, state, dropout_generator(device), path, out_dir))
     finals, failed = {}, []
     with contextlib.ExitStack() as space:
@@ -493,7 +490,7 @@ def train_group(members: list[tuple], start: int, device: torch.device, finals: 
         runs = [m[0] for m in training]
         stack = Stack(runs, [m[3] for m in training])
         log.info("stack of %d runs from epoch %d: %s", len(runs), epoch + 1, ", ".join(r.name for r in runs))
-        last, left = min(run.spec["epochs"] for run in runs), False
+        last, left = min(run.spec.epochs for run in runs), False
         while epoch < last and not left:
             epoch += 1
             began = time.perf_counter()
@@ -516,7 +513,7 @@ def train_group(members: list[tuple], start: int, device: torch.device, finals: 
                     continue
                 state, best_model = end_epoch(run, identity, row, rows, best_model, path, run_rng(generator, device))
                 kept[id(member)] = (rows, best_model, state)
-        for member in [m for m in training if m[0].spec["epochs"] == epoch]:
+        for member in [m for m in training if m[0].spec.epochs == epoch]:
             run, _, _, _, path, out_dir = member
             finals[id(member)] = record(run, *kept[id(member)], path, out_dir, stack=k)
             training.remove(member)

@@ -13,11 +13,12 @@ from snakemake.io import directory, report
 from embinit.config import evaluated_splits, missing_setting, sides_of, task_sides, tokenizer_of
 from embinit.data.hf_dataset import is_saved, saved_files
 from embinit.data.prepare import splits_of
-from embinit.layers.initializers import reads_pretrained
+from embinit.layers.initializers import LayerSpec, reads_pretrained
 from embinit.layers.missing import source_names
 from embinit.outputs import OUTPUTS, Output, layer_recipe
 from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
 from embinit.specs import layer_spec, train_spec
+from embinit.training.spec import RunSpec
 from embinit.workflow.paths import Paths, fill
 
 
@@ -131,7 +132,7 @@ class Plan:
         files = self.config["sources"][self.source_of(block, side)]["files"]
         return {role: self.raw(path) for role, path in files.items()}
 
-    def layer_spec(self, layer: LayerKey) -> dict:
+    def layer_spec(self, layer: LayerKey) -> LayerSpec:
         return layer_spec(self.config, layer.block, layer.init, layer.seed, layer.side)
 
     def layer_file(self, layer: LayerKey) -> str:
@@ -161,7 +162,7 @@ class Plan:
         runs = self.runs[["block", "initializer", "seed", "variant"]].drop_duplicates().itertuples(index=False)
         return [RunKey(*run) for run in runs]
 
-    def train_spec(self, run: RunKey) -> dict:
+    def train_spec(self, run: RunKey) -> RunSpec:
         """A run's spec; a run a figure draws decodes its validation split every epoch (train.valid_bleu: auto)."""
         drawn = (run.block, run.init, run.variant) in self.drawn
         return train_spec(self.config, run.block, run.init, run.seed, run.variant, drawn)

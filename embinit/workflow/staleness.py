@@ -24,12 +24,12 @@ def stale_outputs(plan: Plan, code: str) -> dict[str, str]:
     for run in plan.planned_runs():
         record = run.fill(paths.final)
         accepted = config["accepted_training_code"]
-        reason = code_stale_reason(record, code, accepted) or stale_reason(record, plan.train_spec(run))
+        reason = code_stale_reason(record, code, accepted) or stale_reason(record, plan.train_spec(run).digest)
         stale.update({record: reason} if reason else {})
     for layer in plan.planned_layers():
         spec, built = plan.layer_spec(layer), plan.layer_file(layer)
         vocab = plan.layer_inputs(layer)["vocab"]
-        reason = layer_problem(built, vocab, spec["dim"]) or stale_reason(sidecar_of(built), spec, built)
+        reason = layer_problem(built, vocab, spec.dim) or stale_reason(sidecar_of(built), spec.digest, built)
         stale.update({built: reason} if reason else {})
     for task, tokenizer in {(plan.task_of(b), tokenizer_of(config, b)) for b in config["blocks"]}:
         made = plan.vocab_outputs(task, tokenizer)
