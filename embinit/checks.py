@@ -189,12 +189,12 @@ def _check_outputs(config: dict) -> None:
     for name, out in OUTPUTS.items():
         section = config.get(name, {})
         blocks = section.get("blocks", [section["block"]] if "block" in section else [])
-        if out.translation:
+        if out.requires.translation:
             for i, block in enumerate(blocks):
                 if config["tasks"][config["blocks"][block]["task"]]["kind"] != "translation":
                     key = f"{name}.blocks[{i}]" if "blocks" in section else f"{name}.block"
                     raise ConfigError(f"config key {key}: block {block!r} is not a translation block; {name} needs one")
-        if out.sourced:
+        if out.requires.source:
             block, side = section["block"], section["side"]
             _require(side, sides_of(config, block), f"{name}.side")
             if config["blocks"][block]["sources"][side] is None:
@@ -251,7 +251,7 @@ def _check_sweeps(config: dict) -> None:
         if name in config["variants"]:
             raise ConfigError(f"config key variants.{name}: the name of a sweep's variant (a learning rate); rename it")
     for key, out in OUTPUTS.items():  # of the sweeps asked for: a config that drops an initializer builds the rest
-        if (out.variants or out.initializers) and key in config["outputs"]:
+        if (out.selects.variants or out.selects.initializers) and key in config["outputs"]:
             section = config[key]
             for part in ("initializers", "bases"):
                 for i, init in enumerate(section.get(part, [])):

@@ -1,15 +1,17 @@
-"""The outputs a config can ask for (config `outputs`), each declared once: what its rule reads, the runs or layers
-it shows and where the HTML report files it (caption: report/<name>.rst); its builder is the function of its name in
-embinit.reports.builders. The config check, the run and layer sheets, the rules and the report script read this
-registry; a new table is one entry here, one builder function and one caption. It imports no report code, so
-building the DAG does not load pandas' plotting or scipy's statistics.
+"""The outputs a config can ask for (config `outputs`), each declared once (`Output`): its kind and the files it is
+written as, what its rule reads (`Selection`: runs, layers or every run), its part in the paper comparison and in
+training (`Role`), what its config section must hold (`Requires`) and where the HTML report files it (caption:
+report/<name>.rst); its builder is the function of its name in embinit.reports.builders. The config check, the run
+and layer sheets, the rules and the report script read this registry; a new table is one entry here, one builder
+function and one caption. It imports no report code, so building the DAG does not load pandas' plotting or scipy's
+statistics.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Literal
 
 import pandas as pd
 
@@ -27,40 +29,72 @@ from embinit.config import (
 # a sub-word block's tokenizer), initializer (None but for a layer) and seed
 Layer = tuple[str, str, str, str | None, int]
 
+Kind = Literal["table", "figure", "folder"]
+
+# The files <name>.<format> an output is written as unless its entry says otherwise, by kind: a table's CSV and
+# Markdown, a figure's PNG with its data as CSV; a folder (<results_dir>/<name>/: event files, exported layers) has none
+FORMATS: dict[Kind, tuple[str, ...]] = {"table": ("csv", "md"), "figure": ("png", "csv"), "folder": ()}
 
 RAW_KEYS = ("questions",)  # keys of an output's config section that name a raw file it reads
 
 
 @dataclass(frozen=True)
-class Output:
-    """One table or figure, built by the function of its name in embinit.reports.builders; `runs(config)` is its
-    selection of training runs (embinit.runsheet), `layers(config, runs)` the layer files it reads (`runs`: its
-    run-sheet rows)."""
+class Selection:
+    """What an output reads, declared once: its rule's inputs and its builder's rows follow (embinit.runsheet)."""
 
-    name: str
-    category: str
+    # its selection of training runs, `runs(config)`: blocks, initializers, variants, seeds (embinit.runsheet)
     runs: Callable[[dict], dict] | None = None
     files: tuple[str, ...] = ("final",)  # the run sheet's file columns its rule takes as input
+    # the layer files it reads, `layers(config, runs)` (`runs`: its run-sheet rows)
     layers: Callable[[dict, pd.DataFrame], Iterator[Layer]] | None = None
-    sections: tuple[str, ...] = ()  # the config sections its builder reads (params.config): a change rebuilds it
-    figure: bool = False  # a PNG, with its data as CSV
-    local: bool = True  # cheap: runs on the machine Snakemake runs on (profiles/slurm submits the others)
-    seeded: bool = False  # cells are means over seeds: paper_comparison judges the findings on its runs
-    compared: bool = False  # paper_comparison reads its CSV
-    translation: bool = False  # its config section's blocks must be translation blocks (BLEU, the decoder)
-    sourced: bool = False  # reads its config section's side's pre-trained layer: that side needs a source
-    markdown: bool = True  # a table also written as Markdown
-    reads_tables: bool = False  # reads the `compared` tables built and the runs of the `seeded` ones
-    valid_bleu: bool = False  # plots validation BLEU per epoch: its runs decode it (config train.valid_bleu: auto)
-    drawn: bool = False  # a table whose builder also draws it (<name>.png)
-    extra: tuple[str, ...] = ()  # its table also as <name>.<suffix>: "parquet"; "html", which the report shows
-    folder: bool = False  # a folder <results_dir>/<name>/ in place of a table (event files, exported layers)
     # its runs are every run of the config's outputs and every run record under results_dir (embinit.runsheet)
     every_run: bool = False
+    tables: bool = False  # the `compared` tables built and the runs of the `seeded` ones (the paper comparison)
     # A sweep's runs beyond the configured ones: variants (name -> switches, with its `lr`) and initializers (name ->
     # the registry entry and params its layer runs), named so that their runs fit results/<block>/<init>/seed<k>/<variant>/
     variants: Callable[[dict], dict[str, dict]] | None = None
     initializers: Callable[[dict], dict[str, tuple[str, dict]]] | None = None
+
+
+@dataclass(frozen=True)
+class Role:
+    """What an output is to the rest of the pipeline: to the paper comparison, its runs' training, the scheduler."""
+
+    seeded: bool = False  # cells are means over seeds: paper_comparison judges the findings on its runs
+    compared: bool = False  # paper_comparison reads its CSV
+    valid_bleu: bool = False  # plots validation BLEU per epoch: its runs decode it (config train.valid_bleu: auto)
+    local: bool = True  # cheap: runs on the machine Snakemake runs on (profiles/slurm submits the others)
+
+
+@dataclass(frozen=True)
+class Requires:
+    """What the config section named as the output must hold, so a wrong one stops before any job (embinit.checks)."""
+
+    translation: bool = False  # its blocks are translation blocks: it reports BLEU or the decoder
+    source: bool = False  # its block's `side` has a pre-trained source: it reads that side's pre-trained layer
+
+
+@dataclass(frozen=True)
+class Output:
+    """One table, figure or folder, built by the function of its name in embinit.reports.builders."""
+
+    name: str
+    category: str  # where the HTML report files it
+    selects: Selection
+    kind: Kind = "table"
+    formats: tuple[str, ...] | None = None  # the files <name>.<format> it is written as; None: its kind's (FORMATS)
+    sections: tuple[str, ...] = ()  # the config sections its builder reads (params.config): a change rebuilds it
+    role: Role = Role()
+    requires: Requires = Requires()
+
+    def __post_init__(self):
+        if self.formats is None:  # its kind's (a frozen dataclass sets a field through object.__setattr__)
+            object.__setattr__(self, "formats", FORMATS[self.kind])
+
+    def shown(self) -> set[str]:
+        """The formats the HTML report shows: a PNG, an HTML page, and a table's CSV where it has no page."""
+        shown = {"png", "html"} & set(self.formats)
+        return shown | ({"csv"} if self.kind == "table" and "html" not in shown else set())
 
     def config_of(self, config: dict) -> dict:
         """The config sections its builder reads, with model and the sources of the blocks they name: a change there
@@ -79,7 +113,7 @@ class Output:
 
     def sheet_outputs(self, config: dict) -> list[str]:
         """The outputs whose run-sheet rows it reads: its own, or for the paper comparison the seeded tables built."""
-        return [n for n in config["outputs"] if OUTPUTS[n].seeded] if self.reads_tables else [self.name]
+        return [n for n in config["outputs"] if OUTPUTS[n].role.seeded] if self.selects.tables else [self.name]
 
     def raw_files(self, config: dict) -> dict[str, str]:
         """The raw files (remotes' relpaths) its config sections name, by key: Table 4's word-analogy questions."""
@@ -102,7 +136,7 @@ def _pretrained(config: dict, name: str, files=("pretrained", "tokens")) -> list
 
 def seeded_tables() -> list[int]:
     """The numbers of the tables whose cells are means over seeds (paper_comparison pairs their checks by seed)."""
-    return [int(name.removeprefix("table")) for name, out in OUTPUTS.items() if out.seeded]
+    return [int(name.removeprefix("table")) for name, out in OUTPUTS.items() if out.role.seeded]
 
 
 def _seeded_runs(name: str) -> Callable[[dict], dict]:
@@ -170,210 +204,219 @@ OUTPUTS: dict[str, Output] = {
         Output(  # Table 1 leaves the Xavier_Pretrained control to Table 7
             "table1",
             "Tables",
-            runs=lambda config: {
-                "blocks": config["run_blocks"],
-                "initializers": [i for i in config["initializers"] if i != "Xavier_Pretrained"],
-                "seeds_by_initializer": config.get("table1", {}).get("seeds_by_initializer", {}),
-            },
-            seeded=True,
-            compared=True,
+            Selection(
+                runs=lambda config: {
+                    "blocks": config["run_blocks"],
+                    "initializers": [i for i in config["initializers"] if i != "Xavier_Pretrained"],
+                    "seeds_by_initializer": config.get("table1", {}).get("seeds_by_initializer", {}),
+                }
+            ),
+            role=Role(seeded=True, compared=True),
         ),
         # Table 2 leaves out _Shuffled ("identical distribution to Pre-trained", the paper omits its rows) and the
         # Xavier_Pretrained control (Table 8)
         Output(
             "table2",
             "Tables",
-            layers=lambda config, runs: _first_sourced_layers(
-                config, lambda init: init not in ("Xavier_Pretrained", "Pretrained_Shuffled")
+            Selection(
+                layers=lambda config, runs: _first_sourced_layers(
+                    config, lambda init: init not in ("Xavier_Pretrained", "Pretrained_Shuffled")
+                )
             ),
-            compared=True,
+            role=Role(compared=True),
         ),
         Output(
             "table3",
             "Tables",
-            runs=_seeded_runs("table3"),
-            seeded=True,
-            compared=True,
-            translation=True,
+            Selection(runs=_seeded_runs("table3")),
+            role=Role(seeded=True, compared=True),
+            requires=Requires(translation=True),
         ),
         Output(
             "table4",
             "Tables",
-            layers=lambda config, runs: _pretrained(config, "table4"),
+            Selection(layers=lambda config, runs: _pretrained(config, "table4")),
             sections=("table4",),
-            local=False,
-            compared=True,
-            sourced=True,
+            role=Role(compared=True, local=False),
+            requires=Requires(source=True),
         ),
         Output(
             "table4_sensitivity",
             "Tables",
-            layers=lambda config, runs: _pretrained(config, "table4"),
+            Selection(layers=lambda config, runs: _pretrained(config, "table4")),
             sections=("table4",),
-            local=False,
+            role=Role(local=False),
         ),
         Output(
             "table5",
             "Tables",
-            runs=lambda config: {"blocks": config["run_blocks"]},
-            compared=True,
+            Selection(runs=lambda config: {"blocks": config["run_blocks"]}),
+            role=Role(compared=True),
         ),
         Output(
             "table6",
             "Tables",
-            layers=lambda config, runs: (
-                (config["table6"]["block"], config["table6"]["side"], "layer", init, 0)
-                for init in ("Xavier", "Pretrained", "Pretrained_Xavier")
+            Selection(
+                layers=lambda config, runs: (
+                    (config["table6"]["block"], config["table6"]["side"], "layer", init, 0)
+                    for init in ("Xavier", "Pretrained", "Pretrained_Xavier")
+                )
             ),
             sections=("table6",),
-            compared=True,
-            sourced=True,
+            role=Role(compared=True),
+            requires=Requires(source=True),
         ),
         Output(
             "table7",
             "Tables",
-            runs=lambda config: {
-                "blocks": [b for b in config["run_blocks"] if "Xavier_Pretrained" in initializers_of(config, b)],
-                "initializers": ["Xavier", "Xavier_Pretrained"],
-            },
-            seeded=True,
-            compared=True,
+            Selection(
+                runs=lambda config: {
+                    "blocks": [b for b in config["run_blocks"] if "Xavier_Pretrained" in initializers_of(config, b)],
+                    "initializers": ["Xavier", "Xavier_Pretrained"],
+                }
+            ),
+            role=Role(seeded=True, compared=True),
         ),
         Output(
             "table8",
             "Tables",
-            layers=lambda config, runs: _first_sourced_layers(config, lambda init: init == "Xavier_Pretrained"),
-            compared=True,
+            Selection(
+                layers=lambda config, runs: _first_sourced_layers(config, lambda init: init == "Xavier_Pretrained")
+            ),
+            role=Role(compared=True),
         ),
         Output(
             "figure1",
             "Figure 1",
-            runs=lambda config: {
-                "blocks": config["figure1"]["blocks"],
-                "initializers": config["figure1"]["initializers"],
-                "seeds": config["figure1"].get("seeds", {}),
-            },
-            files=("final", "metrics"),
-            figure=True,
-            translation=True,
-            valid_bleu=True,
+            Selection(
+                runs=lambda config: {
+                    "blocks": config["figure1"]["blocks"],
+                    "initializers": config["figure1"]["initializers"],
+                    "seeds": config["figure1"].get("seeds", {}),
+                },
+                files=("final", "metrics"),
+            ),
+            kind="figure",
+            role=Role(valid_bleu=True),
+            requires=Requires(translation=True),
         ),
         Output(
             "table9",
             "Beyond the paper",
-            runs=_section_runs("table9"),
-            compared=True,
+            Selection(runs=_section_runs("table9")),
+            role=Role(compared=True),
         ),
         Output(
             "table10",
             "Beyond the paper",
-            runs=lambda config: {
-                "blocks": [config["table10"]["block"]],
-                "initializers": config["table10"]["initializers"],
-            },
-            files=("final", "trained"),
-            layers=lambda config, runs: [
-                *_pretrained(config, "table10", ["tokens"]),
-                *((r.block, config["table10"]["side"], "layer", r.initializer, r.seed) for r in runs.itertuples()),
-            ],
+            Selection(
+                runs=lambda config: {
+                    "blocks": [config["table10"]["block"]],
+                    "initializers": config["table10"]["initializers"],
+                },
+                files=("final", "trained"),
+                layers=lambda config, runs: [
+                    *_pretrained(config, "table10", ["tokens"]),
+                    *((r.block, config["table10"]["side"], "layer", r.initializer, r.seed) for r in runs.itertuples()),
+                ],
+            ),
             sections=("table10", "table4"),
-            local=False,
-            sourced=True,
+            role=Role(local=False),
+            requires=Requires(source=True),
         ),
         Output(
             "table11",
             "Beyond the paper",
-            runs=_section_runs("table11"),
-            translation=True,
+            Selection(runs=_section_runs("table11")),
+            requires=Requires(translation=True),
         ),
         Output(
             "figure2",
             "Beyond the paper",
-            runs=_section_runs("figure2", ("blocks", "initializers")),
-            files=("final", "metrics"),
-            figure=True,
+            Selection(runs=_section_runs("figure2", ("blocks", "initializers")), files=("final", "metrics")),
+            kind="figure",
         ),
         Output(  # the pre-trained layer and Xavier's at k times their sigma: scale apart from content
             "table12",
             "Beyond the paper",
-            runs=lambda config: {
-                "blocks": [config["table12"]["block"]],
-                "initializers": list(scaled_initializers(config["table12"])),
-            },
+            Selection(
+                runs=lambda config: {
+                    "blocks": [config["table12"]["block"]],
+                    "initializers": list(scaled_initializers(config["table12"])),
+                },
+                initializers=_table12_layers,
+            ),
+            formats=("csv", "md", "png"),
             sections=("table12",),
-            compared=True,
-            drawn=True,
-            initializers=_table12_layers,
+            role=Role(compared=True),
         ),
         Output(  # Finding 1's checks at each learning rate
             "table13",
             "Beyond the paper",
-            runs=lambda config: {
-                "blocks": [config["table13"]["block"]],
-                "initializers": config["table13"]["initializers"],
-                "variants": list(lr_variants(config)),
-            },
-            compared=True,
-            drawn=True,
-            variants=_table13_variants,
+            Selection(
+                runs=lambda config: {
+                    "blocks": [config["table13"]["block"]],
+                    "initializers": config["table13"]["initializers"],
+                    "variants": list(lr_variants(config)),
+                },
+                variants=_table13_variants,
+            ),
+            formats=("csv", "md", "png"),
+            role=Role(compared=True),
         ),
         Output(  # the field's initializers against Xavier and the paper's proposal, all under one recipe (issue 41)
             "table14",
             "Beyond the paper",
-            runs=_table14_runs,
-            layers=_table14_layers,
+            Selection(runs=_table14_runs, layers=_table14_layers),
+            formats=("csv", "md", "png"),
             sections=("table14",),
-            compared=True,
-            drawn=True,
+            role=Role(compared=True),
         ),
         Output(  # Table 3's cells under the first model and the paper's recipe, one change at a time
             "recipe_ablation",
             "Beyond the paper",
-            runs=_seeded_runs("recipe_ablation"),
-            files=("final", "metrics"),
-            translation=True,
-            drawn=True,
+            Selection(runs=_seeded_runs("recipe_ablation"), files=("final", "metrics")),
+            formats=("csv", "md", "png"),
+            requires=Requires(translation=True),
         ),
-        Output("paper_comparison", "Paper vs ours", reads_tables=True),
+        Output("paper_comparison", "Paper vs ours", Selection(tables=True)),
         Output(  # every run in one table: the HTML report's is sortable and filterable
             "runs",
             "Runs",
-            files=("final", "metrics"),
-            markdown=False,
-            extra=("parquet", "html"),
-            every_run=True,
+            Selection(files=("final", "metrics"), every_run=True),
+            formats=("csv", "parquet", "html"),
         ),
-        Output("tensorboard", "Runs", files=("final", "metrics"), folder=True, every_run=True),
+        Output("tensorboard", "Runs", Selection(files=("final", "metrics"), every_run=True), kind="folder"),
         Output(  # the layers the runs start from, as safetensors with their vocabulary, for other training code
             "layer_export",
             "Runs",
-            files=(),
-            layers=_run_layers,
-            folder=True,
-            every_run=True,
+            Selection(files=(), layers=_run_layers, every_run=True),
+            kind="folder",
         ),
         Output(
             "embedding_matches",
             "Embeddings",
-            layers=lambda config, runs: (
-                (block, side, "tokens", None, 0)
-                for block in config["run_blocks"]
-                for side, source in config["blocks"][block]["sources"].items()
-                if source is not None
+            Selection(
+                layers=lambda config, runs: (
+                    (block, side, "tokens", None, 0)
+                    for block in config["run_blocks"]
+                    for side, source in config["blocks"][block]["sources"].items()
+                    if source is not None
+                )
             ),
-            markdown=False,
+            formats=("csv",),
         ),
     ]
 }
 
 
-def _generated(config: dict, kind: str) -> dict:
-    """The variants or initializers (`kind`) the sweeps of the outputs the config has a section for add."""
+def _generated(config: dict, part: str) -> dict:
+    """The variants or initializers (`part`) the sweeps of the outputs the config has a section for add."""
     return {
         name: entry
         for out in OUTPUTS.values()
-        if getattr(out, kind) and out.name in config
-        for name, entry in getattr(out, kind)(config).items()
+        if getattr(out.selects, part) and out.name in config
+        for name, entry in getattr(out.selects, part)(config).items()
     }
 
 

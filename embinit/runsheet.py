@@ -52,7 +52,7 @@ def selections(config: dict) -> list[dict]:
     """Which runs each output that shows runs selects (embinit.outputs): its blocks, initializers (None: each
     block's own), variants and seeds (None: each block's; an int: the first that many; a dict: per block, as Figure 1's
     five-seed GloVe panel), and seeds per cell where a cell has more or fewer runs than the others (`cell_seeds`)."""
-    return [{"output": name, **out.runs(config)} for name, out in OUTPUTS.items() if out.runs]
+    return [{"output": name, **out.selects.runs(config)} for name, out in OUTPUTS.items() if out.selects.runs]
 
 
 def block_sources(config: dict, block: str) -> tuple[str, str]:
@@ -139,7 +139,7 @@ def run_sheet(config: dict, paths: dict[str, str], recorded: list[Run] = ()) -> 
             shown_in.setdefault((r["block"], r["initializer"], r["seed"], r["variant"]), {})[r["output"]] = None
     for run in recorded:
         shown_in.setdefault(run, {})
-    for name in (name for name, out in OUTPUTS.items() if out.every_run):
+    for name in (name for name, out in OUTPUTS.items() if out.selects.every_run):
         rows += [row(name, *run) | {"shown_in": "; ".join(outputs)} for run, outputs in shown_in.items()]
     return pd.DataFrame(rows, columns=COLUMNS + list(paths) + EVERY_RUN_COLUMNS)
 
@@ -175,7 +175,8 @@ def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str] | None =
     tokenizer: {relpath}, the tokenizer's raw file; None: rows without paths, for what reads only the layers' kinds)."""
     rows = []
     for name, out in OUTPUTS.items():
-        for block, side, file, init, seed in out.layers(config, runs[runs.output == name]) if out.layers else ():
+        selected = out.selects.layers(config, runs[runs.output == name]) if out.selects.layers else ()
+        for block, side, file, init, seed in selected:
             cfg, source = config["blocks"][block], config["blocks"][block]["sources"][side]
             tokenizer = tokenizer_of(config, block)
             relpath = config["sources"][tokenizer]["files"]["tokenizer"] if tokenizer != "spacy" else None
@@ -201,7 +202,7 @@ def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str] | None =
 def plotted(runs: pd.DataFrame) -> set[tuple[str, str, str]]:
     """(block, initializer, variant) of the runs, any seed, of an output that plots validation BLEU per epoch
     (Figure 1): under `train.valid_bleu: auto` only these decode the validation split every epoch."""
-    shown = runs[runs.output.isin([name for name, out in OUTPUTS.items() if out.valid_bleu])]
+    shown = runs[runs.output.isin([name for name, out in OUTPUTS.items() if out.role.valid_bleu])]
     return set(shown[["block", "initializer", "variant"]].itertuples(index=False, name=None))
 
 

@@ -14,13 +14,13 @@ for _out in OUTPUTS.values():
             **W.output_files(_out),
         log:
             fill(P.reports_log, name=_out.name),
-        localrule: _out.local
+        localrule: _out.role.local
         conda:
             PIPELINE_ENV
         resources:
-            **({} if _out.local else {**CPU_JOB, "mem_mb": 4000}),
+            **({} if _out.role.local else {**CPU_JOB, "mem_mb": 4000}),
         params:
-            **({"seeded": seeded_tables()} if _out.reads_tables else {}),
+            **({"seeded": seeded_tables()} if _out.selects.tables else {}),
             output=_out.name,
             rows=W.sheet_rows(_out),
             layers=W.layer_rows(_out),

@@ -15,7 +15,7 @@ from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
-from embinit.outputs import OUTPUTS, Output
+from embinit.outputs import OUTPUTS, Output, Selection
 from embinit.training.spec import RunSpec
 from embinit.runsheet import run_sheet
 from embinit.specs import layer_spec, missing_code, train_spec
@@ -28,7 +28,7 @@ from test_extensions import EVERY_REGISTRY, write
 BLOCK = "cola_toy"
 RUN = f"results/{BLOCK}/Ones_Ext/seed0/toy"
 # a table as its entry in embinit/outputs.py declares it: the toy variant's runs of the toy block
-TOY_TABLE = Output("toy_table", "Tables", runs=lambda config: {"blocks": [BLOCK], "variants": ["toy"]})
+TOY_TABLE = Output("toy_table", "Tables", Selection(runs=lambda config: {"blocks": [BLOCK], "variants": ["toy"]}))
 
 
 def toys(extension) -> dict:

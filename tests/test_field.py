@@ -36,7 +36,7 @@ PLANNED = {
     "multi30k_minilm_words50_field": (["Pretrained_PCA"], 3),
 }  # fmt: skip
 N_RUNS = sum(len(inits) * seeds for inits, seeds in PLANNED.values())
-ALL_RUNS = [name for name, output in OUTPUTS.items() if output.every_run]  # the run table, TensorBoard, layer export
+ALL_RUNS = [name for name, out in OUTPUTS.items() if out.selects.every_run]  # the run table, TensorBoard, layer export
 
 
 def offline(overrides: dict | None = None) -> dict:

@@ -1,6 +1,6 @@
-"""The outputs of every run (embinit/outputs.py `every_run`): the run table, TensorBoard's event files read back with
-tensorboard's own reader, the exported layers loaded back, and the run table's page sorting and filtering in a
-headless Chromium."""
+"""The outputs of every run (embinit/outputs.py `Selection.every_run`): the run table, TensorBoard's event files
+read back with tensorboard's own reader, the exported layers loaded back, and the run table's page sorting and
+filtering in a headless Chromium."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ Expects:
   snakemake.params.seeded  the paper comparison's only: the tables whose findings are judged paired by seed
   snakemake.params.records the records it reads (runs' final.json and metrics, compared tables); their digest goes
                            beside its first output when it is built (embinit.records.aggregate_stale_reason)
-  snakemake.output         a table's `csv` and `md`, a figure's `png` and `csv`
+  snakemake.output         its files by format (Output.formats: a table's `csv` and `md`, a figure's `png` and
+                           `csv`), or a folder's `folder`
   snakemake.log[0]         the job's log
 """
 

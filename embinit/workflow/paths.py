@@ -42,11 +42,9 @@ class Paths:
     pack_runs: str
     pack: str
     pack_log: str
-    # Reports stage: an output of embinit/outputs.py is <name>.csv (+ .md, other formats), <name>.png or a folder
-    table: str
-    table_md: str
-    figure: str
-    table_as: str  # a table's other formats (Output.extra): parquet, html
+    # Reports stage: an output of embinit/outputs.py is a file <name>.<suffix> per format (Output.formats: csv, md,
+    # png, parquet, html) or a folder
+    output_file: str
     folder: str  # TensorBoard's event files, the exported layers
     reports_log: str
 
@@ -74,10 +72,7 @@ class Paths:
             pack_runs=f"{res}/.packs/{{stamp}}/pack{{index}}.runs.json",
             pack=f"{res}/.packs/{{stamp}}/pack{{index}}.json",
             pack_log=f"{res}/.packs/{{stamp}}/pack{{index}}.log",
-            table=f"{res}/{{name}}.csv",
-            table_md=f"{res}/{{name}}.md",
-            figure=f"{res}/{{name}}.png",
-            table_as=f"{res}/{{name}}.{{suffix}}",
+            output_file=f"{res}/{{name}}.{{suffix}}",
             folder=f"{res}/{{name}}",
             reports_log=f"{res}/logs/{{name}}.log",
         )

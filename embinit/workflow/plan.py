@@ -183,37 +183,31 @@ class Plan:
 
     # Reports stage
     def output_files(self, out: Output) -> dict:
-        """A figure's PNG and its data, a table's CSV (and Markdown, its other formats, a drawn table's PNG), or a
-        folder; the first (a table's HTML in its place, and a drawn table's PNG) is in the HTML report."""
-        paths, caption = self.paths, f"../report/{out.name}.rst"
-        if out.folder:
-            return {"folder": directory(fill(paths.folder, name=out.name))}
-        shown = report(fill(paths.figure if out.figure else paths.table, name=out.name), caption, out.category)
-        if out.figure:
-            return {"png": shown, "csv": fill(paths.table, name=out.name)}
-        files = {"csv": shown if "html" not in out.extra else fill(paths.table, name=out.name)}
-        files.update({"md": fill(paths.table_md, name=out.name)} if out.markdown else {})
-        files.update({suffix: fill(paths.table_as, name=out.name, suffix=suffix) for suffix in out.extra})
-        if "html" in out.extra:
-            files["html"] = report(files["html"], caption, out.category)
-        drawn = {"png": report(fill(paths.figure, name=out.name), caption, out.category)} if out.drawn else {}
-        return files | drawn
+        """An output's file in each of its formats, by format, or its folder; those the HTML report shows
+        (Output.shown) are filed there under its category with its caption."""
+        if out.kind == "folder":
+            return {"folder": directory(fill(self.paths.folder, name=out.name))}
+        caption, shown = f"../report/{out.name}.rst", out.shown()
+        files = {suffix: fill(self.paths.output_file, name=out.name, suffix=suffix) for suffix in out.formats}
+        return {
+            suffix: report(path, caption, out.category) if suffix in shown else path for suffix, path in files.items()
+        }
 
     def first_output(self, out: Output) -> str:
         """The file that stands for an output: its aggregate sidecar is beside it, and a stale one forces its job."""
         return str(next(iter(self.output_files(out).values())))
 
     def output_inputs(self, out: Output, basedir: str) -> dict[str, list[str] | str]:
-        """An output's input files: its runs' (the sheet's columns `out.files`), its layer files, and the raw files its
-        config sections name; the paper comparison reads the tables built and the seeded ones' runs."""
+        """An output's input files: its runs' (the sheet's columns `out.selects.files`), its layer files, and the raw
+        files its config sections name; the paper comparison reads the tables built and the seeded ones' runs."""
         runs = self.sheet_of(out)
-        inputs = {column: runs[column].tolist() for column in out.files}
+        inputs = {column: runs[column].tolist() for column in out.selects.files}
         inputs["layers"] = self.layers.path[self.layers.output == out.name].tolist()
         inputs.update({role: self.raw(relpath) for role, relpath in out.raw_files(self.config).items()})
-        if out.reads_tables:
+        if out.selects.tables:
             inputs["paper_tables"] = os.path.join(basedir, self.config["paper_comparison"]["paper_tables"])
-            compared = [n for n in self.config["outputs"] if OUTPUTS[n].compared]
-            inputs["tables"] = [fill(self.paths.table, name=n) for n in compared]
+            compared = [n for n in self.config["outputs"] if OUTPUTS[n].role.compared]
+            inputs["tables"] = [fill(self.paths.output_file, name=n, suffix="csv") for n in compared]
         return inputs
 
     def output_records(self, out: Output) -> list[str]:
@@ -228,8 +222,8 @@ class Plan:
 
     def sheet_rows(self, out: Output) -> list[dict]:
         """The run-sheet rows `out`'s builder reads (params.rows); the paper comparison's keep their `output`."""
-        rows = self.sheet_of(out).drop(columns=[] if out.every_run else EVERY_RUN_COLUMNS)
-        return (rows if out.reads_tables else rows.drop(columns="output")).to_dict("records")
+        rows = self.sheet_of(out).drop(columns=[] if out.selects.every_run else EVERY_RUN_COLUMNS)
+        return (rows if out.selects.tables else rows.drop(columns="output")).to_dict("records")
 
     def layer_rows(self, out: Output) -> list[dict]:
         """The layer-sheet rows `out`'s builder reads (params.layers)."""
