@@ -54,7 +54,7 @@ def runs(k: int, dim: int, device: torch.device) -> list[SimpleNamespace]:
         model = Translator(xavier(N_SRC, dim), xavier(N_TGT, dim), ModelConfig(heads=heads_for(HEADS, dim)))
         model = model.to(device).train()
         optimizer = torch.optim.Adam(model.parameters(), lr=LR, betas=ADAM["adam_betas"], eps=ADAM["adam_eps"])
-        made.append(SimpleNamespace(model=model, optimizer=optimizer, spec={"lr": LR, "train": ADAM}))
+        made.append(SimpleNamespace(model=model, optimizer=optimizer, spec=SimpleNamespace(lr=LR, train=ADAM)))
     return made
 
 
