@@ -10,6 +10,7 @@ from embinit.cluster import check_requests, requests_of
 from embinit.config import add_hub_checkpoints, load, sides_of
 from embinit.data.preflight import fetched_remotes, offline_problem
 from embinit.outputs import targeted_outputs
+from embinit.workflow.packs import write_pack_lists
 
 min_version("9.0")
 

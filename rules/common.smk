@@ -12,7 +12,7 @@ from embinit.layers.initializers import INITIALIZERS
 from embinit.outputs import generated_initializers, variants_of
 from embinit.records import ResultsLock
 from embinit.training.digest import code_digest
-from embinit.workflow.packs import planned_packs, read_pack_list, write_pack_lists
+from embinit.workflow.packs import planned_packs, read_pack_list
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import LayerKey, Plan, RunKey
 from embinit.workflow.staleness import stale_outputs

@@ -1,9 +1,13 @@
 # Stage 1, data (embinit/data): raw files (mirror first, else the canonical remote; checksum-verified), Parquet
 # splits per task, then tokenized splits, vocabularies and BLEU's references per (task, tokenizer).
+import os
+import re
+
 from embinit.data.fetch import FetchSettings, archive_members, check_cached
 from embinit.config import evaluated_splits, task_sides
 from embinit.data.vocab import SPLIT_LAYOUT
 from embinit.runsheet import fetched_raw
+from embinit.workflow.paths import fill
 
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
 if workflow.is_main_process:

@@ -2,6 +2,7 @@
 # Each takes its runs' files from the run sheet and its layer files from the layer sheet (rules/common.smk), and
 # hands their rows to the output's builder (embinit.reports.builders, by workflow_scripts/report.py).
 from embinit.outputs import OUTPUTS, seeded_tables
+from embinit.workflow.paths import fill
 
 for _out in OUTPUTS.values():
 
