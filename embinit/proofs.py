@@ -93,7 +93,9 @@ def prove(old_dir, new_dir, record: str, epochs: int | None, proofs_dir, source:
         "record": record,
         "epochs": "all" if epochs is None else epochs,
     }
-    path = Path(proofs_dir) / f"{was['training_code'][:8]}-{now['training_code'][:8]}.json"
+    # one file per code pair and kind of run: a translation's proof (decoder, BLEU) does not replace a classifier's
+    kind = f"-{was['kind']}" if was.get("kind") else ""
+    path = Path(proofs_dir) / f"{was['training_code'][:8]}-{now['training_code'][:8]}{kind}.json"
     write_text_atomic(path, json.dumps(proof, indent=1, sort_keys=True, default=str) + "\n")
     return path
 

@@ -39,6 +39,16 @@ def test_a_proof_needs_equal_numbers_and_ignores_where_and_how_fast(tmp_path):
     )
 
 
+def test_a_translation_and_a_classification_proof_of_one_code_pair_are_both_kept(tmp_path):
+    for kind in ("translation", "classification"):
+        old = run(tmp_path / kind / "results/set/b/X/seed0/base", "a" * 64, kind=kind)
+        prove(old, run(tmp_path / kind / "new", "b" * 64, kind=kind), "r", None, tmp_path / "proofs")
+    assert sorted(p.name for p in (tmp_path / "proofs").iterdir()) == [
+        "aaaaaaaa-bbbbbbbb-classification.json",
+        "aaaaaaaa-bbbbbbbb-translation.json",
+    ]
+
+
 def test_proofs_chain_and_a_changed_record_breaks_its_proof(tmp_path):
     committed = run(tmp_path / "results/set/b/X/seed0/base", "a" * 64)
     record = "results/set/b/X/seed0/base/final.json"

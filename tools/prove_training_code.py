@@ -8,7 +8,7 @@ by git), single-threaded on the CPU as the committed CPU runs were (--rerun DIR:
 compared with the record. Where this CPU does not reproduce the record (its floating-point kernels are not the
 record's machine's), --old COMMIT, the commit that made the record, trains it again here in a git worktree, and today's
 run is compared with that one. --epochs K: only the first K epochs of both (a long run's prefix). On agreement it
-writes resources/code_proofs/<old>-<new>.json; list <old> in the result set's `accepted_training_code`
+writes resources/code_proofs/<old>-<new>-<kind>.json; list <old> in the result set's `accepted_training_code`
 (docs/reliability.md, "Code in a run's identity").
 """
 
@@ -42,10 +42,12 @@ def retrain(record: Path, epochs: int | None, mirror: str, code: Path = REPO) ->
     """Train the record's run again through the workflow of `code` (this checkout, or a worktree of an older commit),
     in its results/proofs/<set>/, single-threaded; its run directory."""
     configfile = result_set_config(record)
-    results_dir = yaml.safe_load(configfile.read_text(encoding="utf-8"))["results_dir"]
-    run = record.parent.relative_to(REPO / results_dir)
-    proof_dir = f"results/proofs/{Path(results_dir).name}"
-    override = {"results_dir": proof_dir} | ({"blocks": {run.parts[0]: {"epochs": epochs}}} if epochs else {})
+    result_set = yaml.safe_load(configfile.read_text(encoding="utf-8"))
+    run = record.parent.relative_to(REPO / result_set["results_dir"])
+    proof_dir = f"results/proofs/{Path(result_set['results_dir']).name}"
+    # K epochs for every block of the set, so blocks the config check holds to one model (Table 14's controls) agree
+    blocks = {block: {"epochs": epochs} for block in {run.parts[0], *result_set.get("blocks", {})}}
+    override = {"results_dir": proof_dir} | ({"blocks": blocks} if epochs else {})
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         yaml.safe_dump(override, handle)
     target = f"{proof_dir}/{run}/final.json"
