@@ -1,6 +1,7 @@
 """Tables 12 and 13's sweeps: the Scaled initializer, the initializers and variants their outputs add to the run
 sheet (existing runs keep their names and specs), the config check, and both builders on fabricated runs."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -67,7 +68,7 @@ def test_table13_maps_the_blocks_own_lr_to_base_and_every_other_to_a_variant_wit
     assert spec.lr == 1e-3 and spec.run["variant"] == "lr1e-3" and spec.variant["lr"] == 1e-3
     base = train_spec(config, BLOCK, "Pretrained", 1, "base", False)
     assert base.lr == lr_of(config, BLOCK) and base.variant == config["variants"]["base"]
-    assert spec.replace(lr=base.lr, variant=base.variant, run=base.run) == base
+    assert dataclasses.replace(spec, lr=base.lr, variant=base.variant, run=base.run) == base
 
 
 def test_the_run_sheet_reuses_the_blocks_own_runs_and_adds_only_the_new_cells():

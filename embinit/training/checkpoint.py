@@ -29,28 +29,10 @@ log = logging.getLogger(__name__)
 
 
 def setup_of(spec: RunSpec) -> dict:
-    """The settings a checkpoint must agree with: all but epochs (where the run runs is no part of the spec:
-    embinit.training.placement)."""
-    return json.loads(
-        json.dumps(
-            {
-                "kind": spec.kind,
-                "run": spec.run,
-                "model": spec.model,
-                "variant": spec.variant,
-                "train": spec.train,
-                "batch_size": spec.batch_size,
-                "lr": spec.lr,
-                "seed": spec.seed,
-                "valid_bleu": spec.valid_bleu,
-                "num_classes": spec.num_classes,
-                "position_code": spec.position_code,  # its position encoding's code, built in or an extension
-                "speed_options": spec.speed_options,  # train.compile: rounding differs from eager's
-                "batching_code": spec.batching_code,  # an extension's batching's code (none for a built-in)
-            },
-            sort_keys=True,
-        )
-    )
+    """The settings a checkpoint must agree with: the spec's identity but epochs, which a resumed run may raise (where
+    the run runs is no part of the spec: embinit.training.placement)."""
+    setup = {k: v for k, v in spec.identity().items() if k != "epochs"}
+    return json.loads(json.dumps(setup, sort_keys=True))
 
 
 def identity_of(spec: RunSpec, files: RunFiles) -> dict:

@@ -183,7 +183,6 @@ class Run:
     sampler with its generator, and (translation) what it is scored with."""
 
     spec: RunSpec
-    name: str
     device: torch.device
     bf16: bool
     splits: dict[str, TranslationData | ClassificationData]
@@ -196,6 +195,10 @@ class Run:
     sampler: Sampler  # the batches of `train.batching`
     detokenizer: Detokenizer | None
     references: dict[str, References]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
     @property
     def translation(self) -> bool:
@@ -211,12 +214,11 @@ def prepare(spec: RunSpec, files: RunFiles, device: torch.device) -> Run:
     embeddings = {side: np.load(path) for side, path in files.embeddings.items() if path}
     model = build_model(spec, embeddings).to(device)
     compiled, packed = spec.speed("compile"), spec.speed("packed")
-    if packed and kind != "translation":
+    if packed and not spec.translation:
         raise ValueError(f"run {name}: train.packed is for translation runs, this one is {kind}")
     generator = torch.Generator().manual_seed(spec.seed)
     run = Run(
         spec=spec,
-        name=name,
         device=device,
         bf16=bool(train_cfg.get("bf16", False)) and device.type == "cuda",
         splits=splits,

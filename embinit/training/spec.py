@@ -57,9 +57,6 @@ class RunSpec:
         """Whether a speed option (embinit.specs.SPEED_OPTIONS) is on."""
         return bool((self.speed_options or {}).get(option, False))
 
-    def replace(self, **changes) -> RunSpec:
-        return dataclasses.replace(self, **changes)
-
 
 @dataclass(frozen=True)
 class RunFiles:
