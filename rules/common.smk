@@ -82,8 +82,13 @@ def train_inputs(wc):
 
 
 def output_inputs(out):
-    inputs, first = W.output_inputs(out, workflow.basedir), W.first_output(out)
-    return lambda wc: forced(first) or inputs
+    return lambda wc: forced(W.first_output(out)) or W.output_inputs(out, workflow.basedir)
+
+
+def on_dag(lookup, out):
+    """`lookup(out)` as a params function: an output's sheet rows are computed when its job enters the DAG, so a
+    start that plans no report pays for none."""
+    return lambda wc: lookup(out)
 
 
 @functools.cache

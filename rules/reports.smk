@@ -23,9 +23,9 @@ for _out in OUTPUTS.values():
         params:
             **({"seeded": seeded_tables()} if _out.selects.tables else {}),
             output=_out.name,
-            rows=W.sheet_rows(_out),
-            layers=W.layer_rows(_out),
-            records=W.output_records(_out),  # their digest goes beside the output (embinit.records)
+            rows=on_dag(W.sheet_rows, _out),
+            layers=on_dag(W.layer_rows, _out),
+            records=on_dag(W.output_records, _out),  # their digest goes beside the output (embinit.records)
             config=_out.config_of(config),  # a changed section (e.g. table4's seed or pos_rows) rebuilds it
         script:
             "../workflow_scripts/report.py"

@@ -4,7 +4,7 @@ inputs and spec as lookups over them (rules/common.smk hands them to the rules).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import pandas as pd
@@ -62,6 +62,7 @@ class Plan:
     runs: pd.DataFrame
     layers: pd.DataFrame
     drawn: frozenset[tuple[str, str, str]]
+    _inputs: dict[str, dict] = field(default_factory=dict, repr=False)  # output_inputs', each computed once
 
     @classmethod
     def of(cls, config: dict) -> Plan:
@@ -200,14 +201,19 @@ class Plan:
     def output_inputs(self, out: Output, basedir: str) -> dict[str, list[str] | str]:
         """An output's input files: its runs' (the sheet's columns `out.selects.files`), its layer files, and the raw
         files its config sections name; the paper comparison reads the tables built and the seeded ones' runs."""
-        runs = self.sheet_of(out)
-        inputs = {column: runs[column].tolist() for column in out.selects.files}
-        inputs["layers"] = self.layers.path[self.layers.output == out.name].tolist()
-        inputs.update({role: self.raw(relpath) for role, relpath in out.raw_files(self.config).items()})
-        if out.selects.tables:
-            inputs["paper_tables"] = os.path.join(basedir, self.config["paper_comparison"]["paper_tables"])
-            compared = [n for n in self.config["outputs"] if OUTPUTS[n].role.compared]
-            inputs["tables"] = [fill(self.paths.output_file, name=n, suffix="csv") for n in compared]
+        if out.name not in self._inputs:  # asked for by its staleness, its job's input and its records param
+            runs = self.sheet_of(out)
+            inputs = {column: runs[column].tolist() for column in out.selects.files}
+            inputs["layers"] = self.layers.path[self.layers.output == out.name].tolist()
+            inputs.update({role: self.raw(relpath) for role, relpath in out.raw_files(self.config).items()})
+            if out.selects.tables:
+                compared = [n for n in self.config["outputs"] if OUTPUTS[n].role.compared]
+                inputs["tables"] = [fill(self.paths.output_file, name=n, suffix="csv") for n in compared]
+            self._inputs[out.name] = inputs
+        inputs = dict(self._inputs[out.name])
+        if out.selects.tables:  # the paper's tables, then ours
+            paper = os.path.join(basedir, self.config["paper_comparison"]["paper_tables"])
+            inputs |= {"paper_tables": paper, "tables": inputs.pop("tables")}
         return inputs
 
     def output_records(self, out: Output) -> list[str]:
