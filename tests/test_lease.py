@@ -54,3 +54,20 @@ def test_the_run_script_allows_only_layer_and_train_rules_and_packs_the_blocks_r
     assert lease.snakemake_args("c.yaml", "m", ["t"]) == ["--configfile", "c.yaml", "--config", "mirror=m", "--", "t"]
     with pytest.raises(ValueError):  # a target outside the result set's directory
         lease.block_dirs("config/paper-scale-cpu.yaml", ["results/other/b/X/seed0/base/final.json"])
+
+
+def test_the_carry_takes_a_blocks_pretrained_matrices_not_its_layers_and_stops_over_the_devices_limits(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(lease, "REPO", tmp_path)
+    block = tmp_path / "results/set/b"
+    (block / "Xavier/seed0").mkdir(parents=True)
+    for name in ("pretrained_decoder.npy", "pretrained_decoder.parquet", "Xavier/seed0/embedding_decoder.npy"):
+        (block / name).write_bytes(b"x" * 1000)
+    files = lease.pretrained_files(["results/set/b"])
+    assert files == ["results/set/b/pretrained_decoder.npy", "results/set/b/pretrained_decoder.parquet"]
+    assert lease.carry_problem(files) is None
+    monkeypatch.setattr(lease, "CARRY_BYTES", 1500)
+    problem = lease.carry_problem(files)
+    assert "MiB to carry, a device call takes" in problem and "pretrained_decoder.npy" in problem
+    assert "9 paths to carry" in lease.carry_problem([*files, *files, *files, *files, files[0]])

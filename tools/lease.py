@@ -9,7 +9,7 @@ needs beyond the GPU machine's Python packages (Python 3.12, x86-64); run.sh, wh
 runs `snakemake --profile profiles/local-gpu` on the targets with the rules that build layers and train (nothing
 fetched; --stack K: a block's runs K to a process, as one stacked model, config cluster.stack), and packs every run record it wrote into $OUT/records-<script>.tgz (or ./records-<script>.tgz); and carry.txt, the ignored
 paths the machine needs: the vocabularies, tokenized splits and BLEU references, and each block's extracted
-pre-trained matrix, built here first. `collect` unpacks the records into the results directory, each as the train
+pre-trained matrix, built here first (a carry over a device call's 8 paths or 64 MiB stops prepare, naming why). `collect` unpacks the records into the results directory, each as the train
 rule wrote it, and lists them (docs/performance.md, "Training on a lent or rented GPU").
 """
 
@@ -40,6 +40,7 @@ PACKAGES = ("snakemake", "jsonschema", "huggingface_hub")
 # What the train and layer jobs read: the data stage's outputs and the extracted pre-trained matrices
 DATA_PATHS = ("data/vocab", "data/tokenized", "data/references")
 RULES = ("initialize_embedding", "train", "pack")
+CARRY_PATHS, CARRY_BYTES = 8, 64 * 2**20  # what one device call takes along: paths, and bytes in all
 
 
 def pip(*args: str) -> None:
@@ -78,6 +79,25 @@ def block_dirs(configfile: str, targets: list[str]) -> list[str]:
     results_dir = yaml.safe_load((REPO / configfile).read_text(encoding="utf-8"))["results_dir"]
     blocks = {Path(t).relative_to(results_dir).parts[0] for t in targets}
     return [f"{results_dir}/{block}" for block in sorted(blocks)]
+
+
+def pretrained_files(blocks: list[str]) -> list[str]:
+    """The blocks' extracted pre-trained matrices (pretrained_<side>.npy and .parquet), carried one by one: a block's
+    folder also holds the layers built here, too large to take along (a D = 300 pair is 16 MB; built there)."""
+    return [str(p.relative_to(REPO)) for block in blocks for p in sorted((REPO / block).glob("pretrained_*"))]
+
+
+def carry_problem(carry: list[str]) -> str | None:
+    """Why a device call cannot take `carry` along (too many paths or bytes, its largest files named), or None."""
+    files = [p for path in carry for p in ([REPO / path] if (REPO / path).is_file() else (REPO / path).rglob("*"))]
+    sizes = sorted(((p.stat().st_size, p) for p in files if p.is_file()), reverse=True)
+    total = sum(size for size, _ in sizes)
+    if len(carry) > CARRY_PATHS:
+        return f"{len(carry)} paths to carry, a device call takes {CARRY_PATHS}: {carry}; prepare one lease a block"
+    if total > CARRY_BYTES:
+        largest = ", ".join(f"{p.relative_to(REPO)} ({size / 2**20:.1f} MiB)" for size, p in sizes[:5])
+        return f"{total / 2**20:.0f} MiB to carry, a device call takes {CARRY_BYTES / 2**20:.0f}; largest: {largest}"
+    return None
 
 
 RUN_SH = """#!/usr/bin/env bash
@@ -126,10 +146,12 @@ def prepare(args: argparse.Namespace) -> None:
     )  # fmt: skip
     carry_txt = LEASE / "carry.txt"  # every script's paths: one call carries what any of them needs
     before = carry_txt.read_text(encoding="utf-8").split() if carry_txt.exists() else []
-    carry = list(dict.fromkeys([".lease", *DATA_PATHS, *before, *blocks]))
+    carry = list(dict.fromkeys([".lease", *DATA_PATHS, *before, *pretrained_files(blocks)]))
+    if problem := carry_problem(carry):
+        raise SystemExit(f"tools/lease.py prepare: {problem}")
     carry_txt.write_text("\n".join(carry) + "\n", encoding="utf-8")
     size = subprocess.run(["du", "-shc", *carry], cwd=REPO, capture_output=True, text=True).stdout.splitlines()[-1]
-    print(f"{len(kept)} wheels in .lease/wheels; carry ({size.split()[0]} with the tracked files beside): {carry}")
+    print(f"{len(kept)} wheels in .lease/wheels; carry ({size.split()[0]}; the tracked files travel beside): {carry}")
     print(
         f"device call: command 'bash .lease/{args.script}', carry as above; then: "
         "tools/lease.py collect <files_at>/records-<script>.tgz"
