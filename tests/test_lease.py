@@ -66,8 +66,9 @@ def test_the_carry_takes_a_blocks_pretrained_matrices_not_its_layers_and_stops_o
         (block / name).write_bytes(b"x" * 1000)
     files = lease.pretrained_files(["results/set/b"])
     assert files == ["results/set/b/pretrained_decoder.npy", "results/set/b/pretrained_decoder.parquet"]
-    assert lease.carry_problem(files) is None
+    assert lease.carry_problem(files, lease.carried(files)) is None
     monkeypatch.setattr(lease, "CARRY_BYTES", 1500)
-    problem = lease.carry_problem(files)
+    problem = lease.carry_problem(files, lease.carried(files))
     assert "MiB to carry, a device call takes" in problem and "pretrained_decoder.npy" in problem
-    assert "9 paths to carry" in lease.carry_problem([*files, *files, *files, *files, files[0]])
+    nine = [*files, *files, *files, *files, files[0]]
+    assert "9 paths to carry" in lease.carry_problem(nine, lease.carried(nine))

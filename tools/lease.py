@@ -87,15 +87,19 @@ def pretrained_files(blocks: list[str]) -> list[str]:
     return [str(p.relative_to(REPO)) for block in blocks for p in sorted((REPO / block).glob("pretrained_*"))]
 
 
-def carry_problem(carry: list[str]) -> str | None:
-    """Why a device call cannot take `carry` along (too many paths or bytes, its largest files named), or None."""
-    files = [p for path in carry for p in ([REPO / path] if (REPO / path).is_file() else (REPO / path).rglob("*"))]
-    sizes = sorted(((p.stat().st_size, p) for p in files if p.is_file()), reverse=True)
-    total = sum(size for size, _ in sizes)
+def carried(carry: list[str]) -> list[tuple[int, Path]]:
+    """The files `carry` takes along, with their sizes in bytes, largest first."""
+    paths = [p for path in carry for p in ([REPO / path] if (REPO / path).is_file() else (REPO / path).rglob("*"))]
+    return sorted(((p.stat().st_size, p) for p in paths if p.is_file()), reverse=True)
+
+
+def carry_problem(carry: list[str], files: list[tuple[int, Path]]) -> str | None:
+    """Why a device call cannot take `carry` (its `carried` files) along: too many paths or bytes, the largest files
+    named; or None."""
     if len(carry) > CARRY_PATHS:
         return f"{len(carry)} paths to carry, a device call takes {CARRY_PATHS}: {carry}; prepare one lease a block"
-    if total > CARRY_BYTES:
-        largest = ", ".join(f"{p.relative_to(REPO)} ({size / 2**20:.1f} MiB)" for size, p in sizes[:5])
+    if (total := sum(size for size, _ in files)) > CARRY_BYTES:
+        largest = ", ".join(f"{p.relative_to(REPO)} ({size / 2**20:.1f} MiB)" for size, p in files[:5])
         return f"{total / 2**20:.0f} MiB to carry, a device call takes {CARRY_BYTES / 2**20:.0f}; largest: {largest}"
     return None
 
@@ -147,11 +151,12 @@ def prepare(args: argparse.Namespace) -> None:
     carry_txt = LEASE / "carry.txt"  # every script's paths: one call carries what any of them needs
     before = carry_txt.read_text(encoding="utf-8").split() if carry_txt.exists() else []
     carry = list(dict.fromkeys([".lease", *DATA_PATHS, *before, *pretrained_files(blocks)]))
-    if problem := carry_problem(carry):
+    files = carried(carry)
+    if problem := carry_problem(carry, files):
         raise SystemExit(f"tools/lease.py prepare: {problem}")
     carry_txt.write_text("\n".join(carry) + "\n", encoding="utf-8")
-    size = subprocess.run(["du", "-shc", *carry], cwd=REPO, capture_output=True, text=True).stdout.splitlines()[-1]
-    print(f"{len(kept)} wheels in .lease/wheels; carry ({size.split()[0]}; the tracked files travel beside): {carry}")
+    size = sum(size for size, _ in files) / 2**20
+    print(f"{len(kept)} wheels in .lease/wheels; carry ({size:.0f} MiB; the tracked files travel beside): {carry}")
     print(
         f"device call: command 'bash .lease/{args.script}', carry as above; then: "
         "tools/lease.py collect <files_at>/records-<script>.tgz"
