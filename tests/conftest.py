@@ -3,6 +3,7 @@ one-run grid built once per session."""
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import json
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from snakemake_zygote import Zygote
 
 # torch's OpenMP threads sleep rather than spin while they wait (set before torch loads): on 2 cores shared with
 # other work, spinning made the toy training runs up to 5x slower (docs/performance.md, "Test tiers"); no result
@@ -158,16 +160,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+START_ENV = dict(os.environ)  # before any test changes it: the environment the zygote starts in
+ZYGOTE: list[Zygote] = []  # this process's snakemake zygote (tests/snakemake_zygote.py), started on first use
+
+
 def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout: int = 600):
     """Run snakemake from this venv on the repo's workflow; return the CompletedProcess. Only a test marked
-    `slow` may: a snakemake start costs seconds, and `pytest -m "not slow"` is the fast tier."""
+    `slow` may: a snakemake start costs seconds, and `pytest -m "not slow"` is the fast tier. The start is a child of
+    this process's zygote (tests/snakemake_zygote.py), which has imported snakemake already, unless
+    TESTS_SNAKEMAKE_ZYGOTE=0 or the environment asks for a fresh interpreter."""
     test = RUNNING.get("test")
     if test is not None and test.get_closest_marker("slow") is None:
         pytest.fail(f"{test.nodeid} starts snakemake: mark it @pytest.mark.slow (pyproject.toml's marker)")
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(cwd), *args]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONHASHSEED": "0"}
-    )
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    forked = os.environ.get("TESTS_SNAKEMAKE_ZYGOTE") != "0"  # "0": every start a fresh interpreter
+    if forked and (not ZYGOTE or ZYGOTE[0].proc.poll() is not None):
+        ZYGOTE[:] = [Zygote({**START_ENV, "PYTHONHASHSEED": "0"})]
+        atexit.register(ZYGOTE[0].close)  # reaped before this process ends, its CPU counted with this process's
+    if forked and ZYGOTE[0].can_run(env):
+        proc = ZYGOTE[0].run(cmd, env, timeout)
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc

@@ -1,0 +1,108 @@
+"""Snakemake starts for the tests, forked from one process that has already imported snakemake and its plugins.
+
+A fresh `python -m snakemake` spends about 1.8 s of CPU importing snakemake, its plugins (the SLURM executor's imports
+pandas) and collecting them, before it reads the Snakefile; the suite starts snakemake about 150 times. Each pytest
+worker keeps one zygote (this file run as a script), which imports those once and forks a child per start. The child
+takes the caller's working directory, environment, argv and output files, then runs `snakemake.cli.main` as the
+interpreter's main program and exits as `python -m snakemake` would (atexit handlers, flushed streams, its exit code).
+The workflow's own code (embinit, the Snakefile) is imported in each child, never in the zygote, so an edited file is
+read as a fresh start reads it. A start whose environment changes how an interpreter starts (a PYTHON* variable other
+than the zygote's) runs as a fresh process instead (`Zygote.can_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+class Zygote:
+    """The pytest side: one zygote process, started on first use, asked for one start at a time."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env, text=True
+        )
+
+    def can_run(self, env: dict[str, str]) -> bool:
+        """Whether a start with `env` behaves in a fork as in a fresh interpreter: the zygote is alive and no
+        interpreter-start variable (PYTHONPATH, PYTHONPROFILEIMPORTTIME, ...) differs from the zygote's."""
+        start_vars = {k for k in {*env, *self.env} if k.startswith("PYTHON")}
+        return self.proc.poll() is None and all(env.get(k) == self.env.get(k) for k in start_vars)
+
+    def run(self, cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+        """`subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)` for cmd = [python, "-m",
+        "snakemake", ...], in a child of the zygote."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+            request = {"argv": cmd[3:], "cwd": os.getcwd(), "env": env, "stdout": str(out), "stderr": str(err)}
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            pid = int(self.proc.stdout.readline())
+            try:
+                code = self._exit_code(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)
+                self._exit_code(None)
+                raise subprocess.TimeoutExpired(cmd, timeout, out.read_text(), err.read_text()) from None
+            return subprocess.CompletedProcess(cmd, code, out.read_text(), err.read_text())
+
+    def _exit_code(self, timeout: float | None) -> int:
+        """The child's exit code, as the zygote reports it after reaping the child (-N for signal N)."""
+        import selectors
+
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                raise subprocess.TimeoutExpired("snakemake", timeout)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the snakemake zygote ended (exit code {self.proc.wait()})")
+        return int(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def _serve() -> dict | None:
+    """The zygote's loop: a child per request line; returns the request in the child, None at end of input."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            return request
+        print(pid, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+    return None
+
+
+def _become(request: dict) -> None:
+    """Make this child the process `python -m snakemake <argv>` would be in the caller's directory and environment."""
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    sys.path[0] = request["cwd"]  # `python -m` puts the working directory first
+    sys.argv = [str(Path(snakemake.__file__).with_name("__main__.py")), *request["argv"]]
+
+
+if __name__ == "__main__":
+    import snakemake
+    import snakemake.cli
+
+    snakemake.cli.get_argument_parser()  # imports and collects the installed plugins once, for every child
+    child = _serve()
+    if child is not None:
+        _become(child)
+        snakemake.cli.main(child["argv"])
