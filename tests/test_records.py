@@ -268,6 +268,14 @@ def test_committed_translation_runs_exist():
     assert TRANSLATION, "no committed translation run records under results/"
 
 
+def test_one_system_scores_as_it_does_beside_others():
+    """sacrebleu prints a bare score for one system and a JSON list for several: both read as the same number."""
+    first, second = (final.parent for final in TRANSLATION[:2])
+    alone = sacrebleu(first / "test.ref.txt", [first / "test.hyp.txt"])
+    beside = sacrebleu(first / "test.ref.txt", [first / "test.hyp.txt", second / "test.hyp.txt"])
+    assert alone == {first / "test.hyp.txt": beside[first / "test.hyp.txt"]} and len(beside) == 2
+
+
 @pytest.mark.parametrize("final", TRANSLATION, ids=lambda p: str(p.parent.relative_to(REPO / "results")))
 def test_paper_bleu_and_sacrebleu_recompute_from_the_committed_files(final, recomputed):
     record = json.loads(final.read_text())
