@@ -12,6 +12,7 @@ than the zygote's) runs as a fresh process instead (`Zygote.can_run`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -36,35 +37,21 @@ class Zygote:
         start_vars = {k for k in {*env, *self.env} if k.startswith("PYTHON")}
         return self.proc.poll() is None and all(env.get(k) == self.env.get(k) for k in start_vars)
 
-    def run(self, cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    def run(self, cmd: list[str], env: dict[str, str], timeout: float | None) -> subprocess.CompletedProcess:
         """`subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)` for cmd = [python, "-m",
-        "snakemake", ...], in a child of the zygote."""
+        "snakemake", ...], in a child of the zygote, which kills the child at its timeout."""
         with tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
-            request = {"argv": cmd[3:], "cwd": os.getcwd(), "env": env, "stdout": str(out), "stderr": str(err)}
-            self.proc.stdin.write(json.dumps(request) + "\n")
+            request = {"argv": cmd[3:], "cwd": os.getcwd(), "env": env, "timeout": timeout}
+            self.proc.stdin.write(json.dumps({**request, "stdout": str(out), "stderr": str(err)}) + "\n")
             self.proc.stdin.flush()
-            pid = int(self.proc.stdout.readline())
-            try:
-                code = self._exit_code(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(pid, signal.SIGKILL)
-                self._exit_code(None)
-                raise subprocess.TimeoutExpired(cmd, timeout, out.read_text(), err.read_text()) from None
+            reply = self.proc.stdout.readline()
+            if not reply:
+                raise RuntimeError(f"the snakemake zygote ended (exit code {self.proc.wait()})")
+            code, timed_out = map(int, reply.split())
+            if timed_out:
+                raise subprocess.TimeoutExpired(cmd, timeout, out.read_text(), err.read_text())
             return subprocess.CompletedProcess(cmd, code, out.read_text(), err.read_text())
-
-    def _exit_code(self, timeout: float | None) -> int:
-        """The child's exit code, as the zygote reports it after reaping the child (-N for signal N)."""
-        import selectors
-
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                raise subprocess.TimeoutExpired("snakemake", timeout)
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the snakemake zygote ended (exit code {self.proc.wait()})")
-        return int(line)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -72,15 +59,26 @@ class Zygote:
 
 
 def _serve() -> dict | None:
-    """The zygote's loop: a child per request line; returns the request in the child, None at end of input."""
+    """The zygote's loop: a child per request line, killed at its timeout; after reaping it, the reply line is its
+    exit code (-N for signal N) and whether it timed out. Returns the request in the child, None at end of input."""
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the handler below is the zygote's, not snakemake's
             return request
-        print(pid, flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(os.waitstatus_to_exitcode(status), flush=True)
+        timed_out = []
+
+        def kill(signum, frame, pid=pid, timed_out=timed_out):
+            timed_out.append(True)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # not reaped yet, so the pid is still the child's
+
+        signal.signal(signal.SIGALRM, kill)
+        signal.setitimer(signal.ITIMER_REAL, request["timeout"] or 0)  # None: no limit
+        _, status = os.waitpid(pid, 0)  # resumed after the handler (PEP 475) until the child ends
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print(os.waitstatus_to_exitcode(status), int(bool(timed_out)), flush=True)
     return None
 
 

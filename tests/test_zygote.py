@@ -46,8 +46,13 @@ def stable(output: str) -> list[str]:
 def test_a_forked_start_prints_and_exits_as_a_fresh_one(zygote, tmp_path):
     config = one_run_config(tmp_path / "c.yaml", write_tiny_mirror(tmp_path / "mirror"))
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    codes = []
-    for args in (["-n", "results/sst2_glove6b50d/Pretrained/seed0/base/final.json"], ["-n", "no/such/target"]):
+    codes, outputs = [], []
+    cases = (
+        ["-n", "results/sst2_glove6b50d/Pretrained/seed0/base/final.json"],
+        ["-n", "no/such/target"],
+        ["--no-such"],
+    )
+    for args in cases:  # a plan, a workflow error, and an argument error that ends the start within a second
         cmd = command(tmp_path, "--configfile", str(config), *args)
         fresh = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
         forked = zygote.run(cmd, env, timeout=300)
@@ -57,8 +62,9 @@ def test_a_forked_start_prints_and_exits_as_a_fresh_one(zygote, tmp_path):
             stable(fresh.stderr),
         )
         codes.append(forked.returncode)
-    assert codes == [0, 1]
-    assert "No rule to produce no/such/target" in forked.stdout  # a dry run prints to stdout
+        outputs.append(forked.stdout + forked.stderr)
+    assert codes == [0, 1, 2]
+    assert "No rule to produce no/such/target" in outputs[1] and "unrecognized arguments: --no-such" in outputs[2]
 
 
 def test_a_forked_start_takes_the_callers_directory_and_environment(zygote, tmp_path, monkeypatch):
