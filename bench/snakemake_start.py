@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from conftest import ONE_RUN, one_run_config, write_tiny_mirror  # noqa: E402
+from conftest import ONE_RUN, one_run_config, snakemake_command, write_tiny_mirror  # noqa: E402
 
 CASES = {
     "--list-rules": ["--list-rules"],
@@ -34,7 +34,7 @@ def user_seconds(tree: Path, args: list[str]) -> float:
         work = Path(tmp)
         config = one_run_config(work / "c.yaml", write_tiny_mirror(work / "mirror"))
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-        command = [sys.executable, "-m", "snakemake", "--snakefile", str(tree / "Snakefile"), "--directory", tmp]
+        command = snakemake_command(work, tree)
         env = {**os.environ, "PYTHONPATH": str(tree)}
         subprocess.run([*command, "--configfile", str(config), *args], env=env, capture_output=True, check=True)
         return resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before

@@ -160,8 +160,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
-START_ENV = dict(os.environ)  # before any test changes it: the environment the zygote starts in
+ZYGOTE_ENV = {**os.environ, "PYTHONHASHSEED": "0"}  # before any test changes it: the environment the zygote starts in
 ZYGOTE: list[Zygote] = []  # this process's snakemake zygote (tests/snakemake_zygote.py), started on first use
+
+
+def snakemake_command(workdir: Path, code: Path = REPO) -> list[str]:
+    """`python -m snakemake` of this venv on the workflow of the tree `code`, working in `workdir`."""
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(code / "Snakefile"), "--directory", str(workdir)]
 
 
 def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout: int = 600):
@@ -172,11 +177,11 @@ def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout
     test = RUNNING.get("test")
     if test is not None and test.get_closest_marker("slow") is None:
         pytest.fail(f"{test.nodeid} starts snakemake: mark it @pytest.mark.slow (pyproject.toml's marker)")
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(cwd), *args]
+    cmd = [*snakemake_command(cwd), *args]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     forked = os.environ.get("TESTS_SNAKEMAKE_ZYGOTE") != "0"  # "0": every start a fresh interpreter
     if forked and (not ZYGOTE or ZYGOTE[0].proc.poll() is not None):
-        ZYGOTE[:] = [Zygote({**START_ENV, "PYTHONHASHSEED": "0"})]
+        ZYGOTE[:] = [Zygote(ZYGOTE_ENV)]
         atexit.register(ZYGOTE[0].close)  # reaped before this process ends, its CPU counted with this process's
     if forked and ZYGOTE[0].can_run(env):
         proc = ZYGOTE[0].run(cmd, env, timeout)

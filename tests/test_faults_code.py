@@ -6,11 +6,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from conftest import ONE_RUN, REPO, one_run_config
+from conftest import ONE_RUN, REPO, one_run_config, snakemake_command
 
 # What the workflow runs: the Snakefile and everything it and its jobs import or read
 CODE = ["Snakefile", "rules", "embinit", "workflow_scripts", "config.yaml", "schemas", "resources", "envs", "report"]
@@ -19,7 +18,7 @@ CODE = ["Snakefile", "rules", "embinit", "workflow_scripts", "config.yaml", "sch
 def _snakemake(code, workdir, *args):
     """snakemake on the workflow copy `code` for the grid's run, its jobs and main process importing that copy's
     embinit."""
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(code / "Snakefile"), "--directory", str(workdir)]
+    command = snakemake_command(workdir, code)
     env = {**os.environ, "PYTHONPATH": str(code), "PYTHONHASHSEED": "0"}
     proc = subprocess.run(
         [*command, f"{ONE_RUN}/final.json", *args], capture_output=True, text=True, env=env, cwd=workdir, timeout=600

@@ -7,12 +7,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import ONE_RUN, REPO, assert_same_outcome, one_run_config, run_snakemake
+from conftest import ONE_RUN, REPO, assert_same_outcome, one_run_config, run_snakemake, snakemake_command
 from embinit.io import spec_digest
 from embinit.records import (
     aggregate_stale_reason,
@@ -96,7 +95,7 @@ def test_a_rerun_killed_after_a_config_change_rebuilds_its_runs_and_table(tmp_pa
     workdir, cfg = _table_grid(tmp_path, one_run_grid, shared_mirror)
     block = {"seeds": 1, "epochs": 1, "batch_size": 8, "initializers": ["Pretrained"], "lr": 3.0e-4}
     cfg = one_run_config(workdir / "c.yaml", shared_mirror, outputs=["table1"], blocks={"sst2_glove6b50d": block})
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    cmd = snakemake_command(workdir)
     started = subprocess.Popen(
         [*cmd, "--cores", "1", "--configfile", str(cfg)],
         stdout=subprocess.DEVNULL,

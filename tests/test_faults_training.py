@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import ONE_RUN, one_run_config, run_snakemake
+from conftest import ONE_RUN, one_run_config, run_snakemake, snakemake_command
 from embinit.io import FULL_BELOW, DiskFullError, atomic_path, human_size
 from embinit.training import checkpoint, loop
 from test_train import assert_same_embeddings, job_of, make_spec, metric_values, selected, train_run
@@ -190,7 +190,7 @@ def test_a_workflow_ended_by_sigterm_says_why_and_resumes(tmp_path, one_run_grid
     sidecar = workdir / ONE_RUN / "checkpoint.pt.sha256"
     for name in ("final.json", "checkpoint.pt", "checkpoint.pt.sha256"):
         (workdir / ONE_RUN / name).unlink()
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir)]
+    cmd = snakemake_command(workdir)
     started = subprocess.Popen(
         [*cmd, f"{ONE_RUN}/final.json", "--cores", "1", "--configfile", str(cfg)],
         stdout=subprocess.PIPE,

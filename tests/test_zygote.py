@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, START_ENV, one_run_config, write_tiny_mirror
+from conftest import ZYGOTE_ENV, one_run_config, snakemake_command, write_tiny_mirror
 from snakemake_zygote import Zygote
 
 pytestmark = pytest.mark.slow
@@ -18,22 +18,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def zygote():
-    z = Zygote({**START_ENV, "PYTHONHASHSEED": "0"})
+    z = Zygote(ZYGOTE_ENV)
     yield z
     z.close()
-
-
-def command(workdir, *args) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        *args,
-    ]
 
 
 def stable(output: str) -> list[str]:
@@ -53,7 +40,7 @@ def test_a_forked_start_prints_and_exits_as_a_fresh_one(zygote, tmp_path):
         ["--no-such"],
     )
     for args in cases:  # a plan, a workflow error, and an argument error that ends the start within a second
-        cmd = command(tmp_path, "--configfile", str(config), *args)
+        cmd = [*snakemake_command(tmp_path), "--configfile", str(config), *args]
         fresh = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
         forked = zygote.run(cmd, env, timeout=300)
         assert (forked.returncode, stable(forked.stdout), stable(forked.stderr)) == (
