@@ -228,7 +228,7 @@ OUTPUTS: dict[str, Output] = {
         Output(
             "table3",
             "Tables",
-            Selection(runs=_seeded_runs("table3")),
+            Selection(runs=_seeded_runs("table3"), files=("final", "metrics")),  # metrics: its input ratios
             role=Role(seeded=True, compared=True),
             requires=Requires(translation=True),
         ),

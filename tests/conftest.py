@@ -320,6 +320,14 @@ def save_runs(tmp_path: Path, records: list[dict], config: dict = TABLES_CONFIG)
     return pd.DataFrame(rows)
 
 
+def write_metrics(runs: pd.DataFrame, epochs: int, **columns) -> None:
+    """Each fabricated run's metrics.parquet (column `metrics` of `save_runs`' rows): epochs 1 to `epochs`, and a
+    column per keyword, its value a function of the run's row and the epoch."""
+    for run in runs.to_dict("records"):
+        values = {name: [f(run, e) for e in range(1, epochs + 1)] for name, f in columns.items()}
+        pd.DataFrame({"epoch": range(1, epochs + 1), **values}).to_parquet(run["metrics"])
+
+
 # IWSLT2017 de-en as the archive data/2017-01-trnted/texts/de/en/de-en.zip holds it (members de-en/<name>) and the
 # mirror places it (iwslt2017/de-en/<name>): train.tags interleave a talk's metadata tags with its sentence lines;
 # dev and test files are XML, one <seg> per line, the German srcset line by line beside the English refset.

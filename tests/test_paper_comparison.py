@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy.stats import t as stats_t
 
-from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, result_set_config, save_runs
+from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, result_set_config, save_runs, write_metrics
 from embinit.reports import comparison as pc
 from embinit.reports import statistics as stats, tables
 from embinit.layers.analogy import TRANSFORMS
@@ -112,6 +112,7 @@ def write_results(out, sst2_glove=SST2_GLOVE, sst2_bert=SST2_BERT, analogy=ANALO
             ]
     rows = save_runs(out / "runs", runs, CONFIG)
     table1, table3 = rows[rows.variant == "base"], rows[rows.block == "multi30k_glove6b50d"]
+    write_metrics(table3, 5, input_ratio_encoder=lambda run, epoch: 0.4, input_ratio_decoder=lambda run, epoch: 0.5)
     tables.result_table(table1, out / "table1.csv", out / "table1.md", "Table 1")
     tables.table3(table3, out / "table3.csv", out / "table3.md")
     tables.table5(table1, out / "table5.csv", out / "table5.md")

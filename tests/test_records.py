@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO, result_set_config
 from embinit.config import initializers_of, lr_variants, scaled_initializers, seeds_of
 from embinit.reports.runs import run_table
+from embinit.reports.tables import RATIOS
 from embinit.proofs import load_proofs, proof_chain, proof_problems
 from embinit.records import code_stale_reason, stale_reason
 from embinit.runsheet import cell_seeds, plotted, recorded_runs, run_sheet
@@ -73,7 +74,7 @@ def test_every_table_row_has_its_run_records_and_recomputes_from_them(table):
 def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(result_set):
     """Table 3 takes the first `table3.seeds` seeds of each cell (config/<result_set>.yaml), or of a variant's
     `table3.seeds_by_variant`, so the offline base cells use seed 0 of Table 1's three; every run it uses trained
-    for the block's full epochs."""
+    for the block's full epochs, and each side's input ratio is its metrics' at the best epoch."""
     config = result_set_config(result_set)
     block = config["table3"]["block"]
     table_path = RESULTS / result_set / "table3.csv"
@@ -86,6 +87,14 @@ def test_table3_recomputes_from_its_cells_first_seeds_at_the_blocks_full_epochs(
         seeds = seeds_of(config, block)[: cell_seeds(config["table3"], row.initializer, row.variant)]
         assert row.n_seeds == len(seeds), (row.initializer, row.variant)
         runs = [RESULTS / result_set / block / row.initializer / f"seed{k}" / row.variant / "final.json" for k in seeds]
+        if row.metric in RATIOS:  # each side's input ratio, read from metrics.parquet at the record's best epoch
+            best = [json.loads(run.read_text())["best_epoch"] for run in runs]
+            values = [
+                pd.read_parquet(run.with_name("metrics.parquet")).set_index("epoch").at[epoch, row.metric]
+                for run, epoch in zip(runs, best)
+            ]
+            assert row.mean == pytest.approx(statistics.fmean(values)), (row.initializer, row.variant, row.metric)
+            continue
         records = assert_row_recomputes(table_path, row, runs)
         assert {r["epochs"] for r in records} == {config["blocks"][block]["epochs"]}, (row.initializer, row.variant)
 

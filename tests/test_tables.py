@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import STAND_IN, md_has_row, md_rows, save_runs
+from conftest import STAND_IN, md_has_row, md_rows, save_runs, write_metrics
 from conftest import TABLES_CONFIG as CONFIG
 from embinit.reports import figures, tables
 from embinit.reports.format import format_mean_std, markdown_table
@@ -254,7 +254,16 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
         for variant in CONFIG["table3"]["variants"]
         for seed in range(2)
     ]
-    summary = tables.table3(save(tmp_path, runs), tmp_path / "t3.csv", tmp_path / "t3.md")
+    rows = save(tmp_path, runs)
+    ranks = {init: i for i, init in enumerate(CONFIG["table3"]["initializers"])}
+    write_metrics(  # each side's input ratio grows by epoch: the best epoch's (5) is read
+        rows[rows.initializer != "Xavier"],
+        5,
+        input_ratio_encoder=lambda run, epoch: 0.1 * epoch,
+        input_ratio_decoder=lambda run, epoch: ranks[run["initializer"]] * epoch / 5,
+    )
+    write_metrics(rows[rows.initializer == "Xavier"], 5, valid_loss=lambda run, epoch: 3.0)  # train.mechanism off
+    summary = tables.table3(rows, tmp_path / "t3.csv", tmp_path / "t3.md")
     switches = summary.drop_duplicates("variant").set_index("variant")[["embedding_trainable", "pos_encoding"]]
     assert switches.to_dict("index") == {
         "base": {"embedding_trainable": True, "pos_encoding": True},
@@ -263,10 +272,21 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
         "nopos_frozen": {"embedding_trainable": False, "pos_encoding": False},
     }
     md = (tmp_path / "t3.md").read_text()
-    assert md_has_row(md, "GloVe_Xavier", "no", "no", "2.50 (5.0)", "22.0 (0.0)")
-    rows = md_rows(md)
-    assert len(rows) == 1 + 12
-    assert [r[1:3] for r in rows[1:5]] == [["no", "no"], ["yes", "no"], ["no", "yes"], ["yes", "yes"]]
+    assert md_has_row(md, "GloVe_Xavier", "no", "no", "2.50 (5.0)", "22.0 (0.0)", "-")  # no P: no ratio
+    assert md_has_row(md, "GloVe_Xavier", "yes", "yes", "2.50 (5.0)", "22.0 (0.0)", "0.50 / 2.00")
+    assert md_has_row(md, "Xavier", "yes", "yes", "2.50 (5.0)", "20.0 (0.0)", "-")  # its metrics have no ratio
+    table = md_rows(md)
+    assert len(table) == 1 + 12
+    assert [r[1:3] for r in table[1:5]] == [["no", "no"], ["yes", "no"], ["no", "yes"], ["yes", "yes"]]
+    ratios = summary[summary.metric == "input_ratio_decoder"]
+    assert set(ratios.variant) == {"base", "frozen"} and set(ratios.initializer) == {"Pretrained", "Pretrained_Xavier"}
+    assert (ratios.n_seeds == 2).all()
+
+    short = rows[(rows.initializer == "Pretrained") & (rows.variant == "base") & (rows.seed == 0)]
+    write_metrics(short, 4, input_ratio_decoder=lambda run, epoch: 1.0)  # its record's best epoch is 5
+    with pytest.raises(ValueError, match="no row for epoch 5") as error:
+        tables.table3(rows, tmp_path / "t3.csv", tmp_path / "t3.md")
+    assert short.metrics.iloc[0] in str(error.value)
 
 
 def test_table5_per_block(tmp_path):

@@ -114,6 +114,25 @@ def table3_metrics(path, run: dict) -> list[tuple[str, float, int]]:
     return [loss, *result_metrics(path, run)]
 
 
+# Table 3's mechanism columns: each side's |x √D| / |P| (train.mechanism), the words' share of its input
+RATIOS = ["input_ratio_encoder", "input_ratio_decoder"]
+RATIO_HEADER = "‖x√D‖ / ‖P‖, encoder / decoder"  # norms, not pipes, which would split a Markdown cell
+
+
+def input_ratios(long: pd.DataFrame) -> pd.DataFrame:
+    """Rows of `long`'s form, per run with a position encoding: each side's |x √D| / |P| at the run's best epoch, from
+    its metrics.parquet. None for a run without P, or where train.mechanism was off (no such column)."""
+    rows = []
+    for run in long[(long.metric == "bleu") & (long.pos_encoding != "none")].to_dict("records"):
+        metrics = pd.read_parquet(run["metrics"]).set_index("epoch")
+        if run["best_epoch"] not in metrics.index:
+            raise ValueError(f"{run['metrics']}: no row for epoch {run['best_epoch']}, its final.json's best_epoch")
+        for metric in RATIOS:
+            if metric in metrics and pd.notna(value := metrics.at[run["best_epoch"], metric]):
+                rows.append({**run, "metric": metric, "value": float(value)})
+    return pd.DataFrame(rows, columns=long.columns)
+
+
 def per_seed(runs: pd.DataFrame, metrics=result_metrics) -> pd.DataFrame:
     """One row per (run, metric): the sheet's columns, `metric`, `value` and the `best_epoch` it was read at.
     A run listed twice is an error."""
@@ -236,9 +255,11 @@ def table3_cell(variant: str, embedding_trainable, pos_encoding: str) -> str:
 
 
 def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
-    """Table 3: initializers x variants (embedding trainable x position encoding), lowest validation loss and
-    test BLEU; `cell` names the paper's cell each variant fills."""
-    summary = summarize(per_seed(runs, table3_metrics))
+    """Table 3: initializers x variants (embedding trainable x position encoding), lowest validation loss, test BLEU
+    and each side's |x √D| / |P| at the best epoch (`input_ratios`); `cell` names the paper's cell each variant fills."""
+    long = per_seed(runs, table3_metrics)
+    ratios = input_ratios(long)
+    summary = summarize(pd.concat([long, ratios], ignore_index=True) if len(ratios) else long)
     switches = runs.drop_duplicates("variant").set_index("variant")
     summary.insert(4, "embedding_trainable", summary.variant.map(switches.embedding_trainable))
     summary.insert(5, "pos_encoding", summary.variant.map(switches.pos_encoding != "none"))
@@ -250,9 +271,17 @@ def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
         loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
         trainable = {True: "yes", False: "no"}.get(loss.embedding_trainable, f"{loss.embedding_trainable} only")
         cells = [f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})", format_mean_std(bleu["mean"], bleu["std"])]
+        ratio = [
+            f"{cell.loc[(init, variant, m)]['mean']:.2f}" if (init, variant, m) in cell.index else "-" for m in RATIOS
+        ]
+        cells.append(" / ".join(ratio) if set(ratio) != {"-"} else "-")
         rows.append([loss.label, trainable, "yes" if loss.pos_encoding else "no", *cells])
-    header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)"]
-    body = "Mean over seeds; epoch = mean best epoch (1-based).\n\n" + markdown_table(header, rows)
+    header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)", RATIO_HEADER]
+    body = (
+        "Mean over seeds; epoch = mean best epoch (1-based). ‖x√D‖ / ‖P‖: the scaled embedding's size against the\n"
+        "position encoding's in each side's input, at the best epoch (train.mechanism; below 1, P swamps the words);\n"
+        "- without P.\n\n" + markdown_table(header, rows)
+    )
     return _write_with_sources(summary, csv_path, md_path, f"Table 3 ({', '.join(pd.unique(runs.block))})", body)
 
 
