@@ -36,7 +36,9 @@ def user_seconds(tree: Path, args: list[str]) -> float:
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
         command = snakemake_command(work, tree)
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        subprocess.run([*command, "--configfile", str(config), *args], env=env, capture_output=True, check=True)
+        # from the fresh directory: `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH
+        run = [*command, "--configfile", str(config), *args]
+        subprocess.run(run, env=env, cwd=work, capture_output=True, check=True)
         return resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
 
 

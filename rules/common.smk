@@ -15,7 +15,8 @@ from embinit.training.digest import code_digest
 from embinit.workflow.packs import planned_packs, read_pack_list
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import LayerKey, Plan, RunKey
-from embinit.workflow.staleness import stale_outputs
+from embinit.workflow.staleness import layer_stale, output_stale, vocab_stale
+from embinit.workflow.staleness import run_stale as run_stale_reason
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
 CPU_JOB = job_resources(config["cluster"], gpu=False)  # profiles/slurm: the site's account and partition
@@ -42,24 +43,32 @@ wildcard_constraints:
     init=_choice([*INITIALIZERS, *config["initializer_params"], *generated_initializers(config)]),
 
 
-@functools.cache
-def stale():
-    """Each stale output -> why: decided once, as the DAG starts (--list-rules builds none), by the Snakemake that
-    plans the jobs (one on a cluster node runs the job it is given)."""
-    return stale_outputs(W, code_digest()) if workflow.is_main_process else {}
+STALE = {}  # output -> why it is stale (None: current), judged once, as its job enters the DAG
 
 
-def forced(path):
+def forced(path, why):
     """Marks a stale output's job forced in the DAG being built, saying why once (Snakemake has no per-file force
-    flag: snakemake issue #4254); an output not stale is left to Snakemake's own rules."""
-    if path in stale() and path not in workflow.dag.forcefiles:
+    flag: snakemake issue #4254); `why()` judges it, in the Snakemake that plans the jobs (one on a cluster node runs
+    the job it is given). An output not stale is left to Snakemake's own rules."""
+    if workflow.is_main_process and path not in STALE:
+        STALE[path] = why()
+    if STALE.get(path) and path not in workflow.dag.forcefiles:
         workflow.dag.forcefiles.add(path)
-        print(f"embinit: stale output, its job reruns: {stale()[path]}", file=sys.stderr)
+        print(f"embinit: stale output, its job reruns: {STALE[path]}", file=sys.stderr)
+
+
+@functools.cache
+def training_code():
+    return code_digest()
+
+
+def run_stale(run):
+    return run_stale_reason(W, run, training_code())
 
 
 def vocab_inputs(task):
     def inputs(wc):
-        forced(W.vocab_outputs(task, wc.tokenizer)[0])
+        forced(W.vocab_outputs(task, wc.tokenizer)[0], lambda: vocab_stale(W, task, wc.tokenizer))
         splits = {s: fill(P.prepared, task=task, split=s) for s in W.task_splits(task)}
         return splits | {"tokenizer_file": W.tokenizer_input(wc.tokenizer)}
 
@@ -67,7 +76,7 @@ def vocab_inputs(task):
 
 
 def layer_inputs(wc):
-    forced(W.layer_file(layer := LayerKey.of(wc)))
+    forced(W.layer_file(layer := LayerKey.of(wc)), lambda: layer_stale(W, layer))
     return W.layer_inputs(layer)
 
 
@@ -77,12 +86,14 @@ def train_inputs(wc):
     if (index := pack_of(run)) is not None:
         checkpoints.pack.get(stamp=PACK_STAMP, index=index)
     else:
-        forced(run.fill(P.final))
+        forced(run.fill(P.final), lambda: run_stale(run))
     return W.run_inputs(run)
 
 
 def output_inputs(out):
-    return lambda wc: forced(W.first_output(out)) or W.output_inputs(out, workflow.basedir)
+    return lambda wc: forced(W.first_output(out), lambda: output_stale(W, out)) or W.output_inputs(
+        out, workflow.basedir
+    )
 
 
 def on_dag(lookup, out):
@@ -97,7 +108,7 @@ def packs():
     k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
     if not ((workflow.non_local_exec or STACKED) and workflow.is_main_process and k > 1):
         return []
-    return planned_packs(W, workflow.dag_settings.targets or {"all"}, stale(), k, STACKED)
+    return planned_packs(W, workflow.dag_settings.targets or {"all"}, run_stale, k, STACKED)
 
 
 def pack_of(run):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from embinit.cluster import packs
@@ -32,14 +33,13 @@ def targeted_runs(plan: Plan, targets: set[str]) -> list[RunKey]:
     return list(dict.fromkeys(runs))
 
 
-def planned_packs(plan: Plan, targets: set[str], stale: dict[str, str], k: int, stacked: bool) -> list[list[RunKey]]:
-    """The targeted runs whose records are missing or stale, k to a pack (stacked: one block's runs to a pack)."""
-    runs = [run for run in targeted_runs(plan, targets) if _needs_training(run.fill(plan.paths.final), stale)]
+def planned_packs(
+    plan: Plan, targets: set[str], stale: Callable[[RunKey], str | None], k: int, stacked: bool
+) -> list[list[RunKey]]:
+    """The targeted runs whose records are missing or stale (`stale(run)`: why, or None), k to a pack (stacked: one
+    block's runs to a pack)."""
+    runs = [run for run in targeted_runs(plan, targets) if not Path(run.fill(plan.paths.final)).is_file() or stale(run)]
     return packs(runs, k, by=(lambda run: run.block) if stacked else None)
-
-
-def _needs_training(record: str, stale: dict[str, str]) -> bool:
-    return record in stale or not Path(record).is_file()
 
 
 def write_pack_lists(planned: list[list[RunKey]], template: str, stamp: str) -> None:
