@@ -2,7 +2,8 @@
 
 A fresh `python -m snakemake` spends about 1.8 s of CPU importing snakemake, its plugins (the SLURM executor's imports
 pandas) and collecting them, before it reads the Snakefile; the suite starts snakemake about 150 times. Each pytest
-worker keeps one zygote (this file run as a script), which imports those once and forks a child per start. The child
+worker keeps one zygote (this file run as a script), which imports those, and the libraries a start imports later
+(`PRELOADED`), once and forks a child per start. The child
 takes the caller's working directory, environment, argv and output files, then runs `snakemake.cli.main` as the
 interpreter's main program and exits as `python -m snakemake` would (atexit handlers, flushed streams, its exit code).
 The workflow's own code (embinit, the Snakefile) is imported in each child, never in the zygote, so an edited file is
@@ -13,6 +14,7 @@ than the zygote's) runs as a fresh process instead (`Zygote.can_run`).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -95,11 +97,18 @@ def _become(request: dict) -> None:
     sys.argv = [str(Path(snakemake.__file__).with_name("__main__.py")), *request["argv"]]
 
 
+# Libraries a start imports after its argument parser, none of them the workflow's code: snakemake's source cache
+# and notebook support (requests, smart_open, nbformat), the workflow's Parquet, hub client and progress bars
+PRELOADED = ("requests", "smart_open", "nbformat", "pyarrow.parquet", "huggingface_hub", "filelock", "tqdm")
+
+
 if __name__ == "__main__":
     import snakemake
     import snakemake.cli
 
     snakemake.cli.get_argument_parser()  # imports and collects the installed plugins once, for every child
+    for library in PRELOADED:
+        importlib.import_module(library)
     child = _serve()
     if child is not None:
         _become(child)
