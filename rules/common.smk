@@ -15,8 +15,7 @@ from embinit.training.digest import code_digest
 from embinit.workflow.packs import planned_packs, read_pack_list
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import LayerKey, Plan, RunKey
-from embinit.workflow.staleness import layer_stale, output_stale, vocab_stale
-from embinit.workflow.staleness import run_stale as run_stale_reason
+from embinit.workflow.staleness import layer_stale, output_stale, run_stale, vocab_stale
 
 PIPELINE_ENV = "../envs/pipeline.yaml"
 CPU_JOB = job_resources(config["cluster"], gpu=False)  # profiles/slurm: the site's account and partition
@@ -59,11 +58,8 @@ def forced(path, why):
 
 @functools.cache
 def training_code():
+    """The digest a run record of today's code holds: computed once, for the first run that enters the DAG."""
     return code_digest()
-
-
-def run_stale(run):
-    return run_stale_reason(W, run, training_code())
 
 
 def vocab_inputs(task):
@@ -86,14 +82,16 @@ def train_inputs(wc):
     if (index := pack_of(run)) is not None:
         checkpoints.pack.get(stamp=PACK_STAMP, index=index)
     else:
-        forced(run.fill(P.final), lambda: run_stale(run))
+        forced(run.fill(P.final), lambda: run_stale(W, run, training_code()))
     return W.run_inputs(run)
 
 
 def output_inputs(out):
-    return lambda wc: forced(W.first_output(out), lambda: output_stale(W, out)) or W.output_inputs(
-        out, workflow.basedir
-    )
+    def inputs(wc):
+        forced(W.first_output(out), lambda: output_stale(W, out))
+        return W.output_inputs(out, workflow.basedir)
+
+    return inputs
 
 
 def on_dag(lookup, out):
@@ -108,7 +106,8 @@ def packs():
     k = int(config["cluster"]["pack"])  # --config cluster='{pack: 2}' gives the text '2'
     if not ((workflow.non_local_exec or STACKED) and workflow.is_main_process and k > 1):
         return []
-    return planned_packs(W, workflow.dag_settings.targets or {"all"}, run_stale, k, STACKED)
+    targets = workflow.dag_settings.targets or {"all"}
+    return planned_packs(W, targets, lambda run: run_stale(W, run, training_code()), k, STACKED)
 
 
 def pack_of(run):

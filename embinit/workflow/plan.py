@@ -149,20 +149,7 @@ class Plan:
             "pretrained": fill(self.paths.pretrained, block=layer.block, side=layer.side) if pretrained else [],
         }
 
-    def planned_layers(self) -> list[LayerKey]:
-        """Every layer a run of the sheet starts from or an output reads, once."""
-        runs = self.runs[["block", "initializer", "seed"]].drop_duplicates().itertuples(index=False)
-        keys = [LayerKey(b, i, s, side) for b, i, s in runs for side in sides_of(self.config, b)]
-        read = self.layers[self.layers.file == "layer"]
-        keys += [LayerKey(r.block, r.initializer, int(r.seed), r.side) for r in read.itertuples()]
-        return list(dict.fromkeys(keys))
-
     # Training stage
-    def planned_runs(self) -> list[RunKey]:
-        """Every run of the sheet, once, in its order."""
-        runs = self.runs[["block", "initializer", "seed", "variant"]].drop_duplicates().itertuples(index=False)
-        return [RunKey(*run) for run in runs]
-
     def train_spec(self, run: RunKey) -> RunSpec:
         """A run's spec; a run a figure draws decodes its validation split every epoch (train.valid_bleu: auto)."""
         drawn = (run.block, run.init, run.variant) in self.drawn
