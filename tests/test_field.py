@@ -32,7 +32,8 @@ PLANNED = {
          "Pretrained_RowNorm", "Pretrained_Whitened"], 5),
     "sst2_minilm_words50_field": (["Pretrained_PCA", "Pretrained_PCA_projection"], 5),
     "multi30k_glove6b50d_field": (
-        ["Xavier", "Pretrained_Xavier", "Pretrained_Gaussian_xavier", "Pretrained_RowNorm", "Pretrained_Whitened"], 3),
+        ["Xavier", "Pretrained", "Pretrained_Xavier", "Pretrained_Gaussian_xavier", "Pretrained_RowNorm",
+         "Pretrained_Whitened"], 3),
     "multi30k_minilm_words50_field": (["Pretrained_PCA"], 3),
 }  # fmt: skip
 N_RUNS = sum(len(inits) * seeds for inits, seeds in PLANNED.values())
@@ -47,7 +48,7 @@ def test_offline_plans_table14s_runs_each_under_the_recipe_and_apart_from_the_co
     config = offline()
     sheet = run_sheet(config, {})
     runs = sheet[sheet.output == "table14"]
-    assert N_RUNS == len(runs) == 98
+    assert N_RUNS == len(runs) == 101
     assert Counter(zip(runs.block, runs.initializer)) == {
         (b, i): seeds for b, (inits, seeds) in PLANNED.items() for i in inits
     }
@@ -59,11 +60,18 @@ def test_offline_plans_table14s_runs_each_under_the_recipe_and_apart_from_the_co
     spec = train_spec(config, "multi30k_glove6b50d_field", "Xavier", 2, "base_recipe", False)
     assert (spec.model["init"], spec.model["final_norm"], spec.train["batching"]) == ("recipe", True, "random")
     assert (spec.epochs, spec.lr, spec.batch_size) == (30, 1.0e-3, 64)
-    # its blocks are its own: no other table selects them (the run table, TensorBoard and the layer export list every
-    # run)
+    # its blocks are its own but for Table 3 (issue 56), no other table selects them (the run table, TensorBoard and
+    # the layer export list every run); Table 3's trainable + P cells are Table 14's GloVe block's three controls
     assert "table14" in config["outputs"]
-    built = sheet[sheet.output.isin(config["outputs"]) & ~sheet.output.isin(["table14", *ALL_RUNS])]
+    built = sheet[sheet.output.isin(config["outputs"]) & ~sheet.output.isin(["table14", "table3", *ALL_RUNS])]
     assert not set(built.block) & set(PLANNED) and "base_recipe" not in set(built.variant)
+    table3 = sheet[sheet.output == "table3"]
+    assert set(table3.block) == {"multi30k_glove6b50d_field"}
+    shared = table3[table3.variant == "base_recipe"]
+    assert set(zip(shared.initializer, shared.seed)) == {
+        (init, seed) for init in ("Xavier", "Pretrained", "Pretrained_Xavier") for seed in range(3)
+    }
+    assert set(zip(shared.block, shared.initializer, shared.seed)) <= set(zip(runs.block, runs.initializer, runs.seed))
     # the methods beyond the paper stay out of the committed blocks' initializers (Table 1's MiniLM rows)
     assert set(built.initializer[built.block == "sst2_minilm"]) == {
         "Xavier", "Pretrained", "Pretrained_Xavier", "Xavier_Pretrained", "Pretrained_Shuffled"
