@@ -61,7 +61,7 @@ def test_offline_plans_table14s_runs_each_under_the_recipe_and_apart_from_the_co
     assert (spec.model["init"], spec.model["final_norm"], spec.train["batching"]) == ("recipe", True, "random")
     assert (spec.epochs, spec.lr, spec.batch_size) == (30, 1.0e-3, 64)
     # its blocks are its own but for Table 3 (issue 56), no other table selects them (the run table, TensorBoard and
-    # the layer export list every run); Table 3's trainable + P cells are Table 14's GloVe block's three controls
+    # the layer export list every run); Table 3's trainable + P cells are three of Table 14's GloVe-block rows
     assert "table14" in config["outputs"]
     built = sheet[sheet.output.isin(config["outputs"]) & ~sheet.output.isin(["table14", "table3", *ALL_RUNS])]
     assert not set(built.block) & set(PLANNED) and "base_recipe" not in set(built.variant)
