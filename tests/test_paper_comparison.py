@@ -245,6 +245,11 @@ def test_the_findings_are_three_valued_on_paired_seeds(tmp_path):
     assert held[("F3", "sst2 accuracy_pct", "BERT vs Xavier as in the paper")] == "holds"
     assert held[("F1", "multi30k bleu", "GloVe < Xavier")] == "holds"  # -1 BLEU with P in every seed
     assert held[("F1", "mnli accuracy_pct", "GloVe < Xavier")] == "not measured here"
+    held_md = (tmp_path / "a" / "paper_comparison.md").read_text()  # -9.3 [-12.2, -6.5] leaves the paper's -0.40 out
+    assert (
+        "GloVe < Xavier: **holds**. Ours: Δ -9.33 [-12.20, -6.46], p = 0.005, 3 seeds. Paper: Δ -0.40, outside our "
+        "interval." in held_md
+    )
 
     flipped = verdicts(
         tmp_path / "b",
@@ -262,6 +267,7 @@ def test_the_findings_are_three_valued_on_paired_seeds(tmp_path):
     md = (tmp_path / "c" / "paper_comparison.md").read_text()
     evidence = "Ours: Δ -0.33 [-3.20, +2.54], p = 0.667, 3 seeds; an estimated 97 seeds would decide it"
     assert f"GloVe < Xavier: **undecided**. {evidence}" in md
+    assert "Paper: Δ -0.40, inside our interval." in md
 
 
 def test_one_seed_is_undecided_and_says_why(tmp_path):

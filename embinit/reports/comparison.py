@@ -259,7 +259,8 @@ def _num(x: float) -> str:
 
 
 def _evidence(r) -> str:
-    """'Δ -5.00 [-6.60, -3.40], p < 0.001, 5 seeds': our difference and its evidence, then the paper's difference."""
+    """'Δ -5.00 [-6.60, -3.40], p < 0.001, 5 seeds': our evidence, then the paper's difference and whether our
+    interval holds it."""
     if r.n_seeds == 0:
         ours = f"Δ {_num(r.diff)} (exact: not seeded)"
     elif pd.isna(r.ci_low):
@@ -274,7 +275,10 @@ def _evidence(r) -> str:
                 if pd.notna(r.seeds_needed)
                 else "; more than 10,000 seeds would be needed at this Δ and paired σ"
             )
-    return f"Ours: {ours}. Paper: " + ("-" if pd.isna(r.paper_diff) else f"Δ {_num(r.paper_diff)}")
+    paper = "-" if pd.isna(r.paper_diff) else f"Δ {_num(r.paper_diff)}"
+    if pd.notna(r.paper_diff) and pd.notna(r.ci_low):  # an undecided sign can still rule out the paper's size
+        paper += ", inside our interval" if r.ci_low <= r.paper_diff <= r.ci_high else ", outside our interval"
+    return f"Ours: {ours}. Paper: {paper}"
 
 
 def _findings_markdown(checks: pd.DataFrame) -> str:
@@ -283,7 +287,7 @@ def _findings_markdown(checks: pd.DataFrame) -> str:
         "Each claim is a difference of cells (Δ). On Tables 1, 3 and 7 it is paired by seed and judged by its 95% "
         "t-interval: **holds** or **contradicted** when the interval excludes zero on the claimed or the other "
         "side, **undecided** when it contains zero or there are fewer than 2 seeds. On Tables 2 and 4 (not "
-        "seeded) Δ is exact. The paper's Δ, from its means, is shown beside.\n",
+        "seeded) Δ is exact. The paper's Δ, from its means, is shown beside, with whether our interval holds it.\n",
     ]
     for finding, statement in FINDINGS.items():
         part = checks[checks.finding == finding]
