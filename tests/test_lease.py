@@ -36,7 +36,10 @@ def test_the_run_script_allows_only_layer_and_train_rules_and_packs_the_blocks_r
                                script="run2.sh", stem="run2", time_limit=500, bench="")  # fmt: skip
     assert "--allowed-rules initialize_embedding train pack -- t" in text and "--profile profiles/local-gpu" in text
     assert "find results/s/b -path '*/seed*/*'" in text and '"$out/records-run2.tgz"' in text
-    assert "-newer .lease/run2.sh" in text and "timeout --kill-after=30 500 python3 -m snakemake" in text
+    assert (
+        "-newer .lease/run2.sh" in text
+        and 'timeout --kill-after=30 "${LEASE_TIME_LIMIT:-500}" python3 -m snakemake' in text
+    )
     assert "stacked_step.py" not in text
     # --bench: the stacked step timed on the GPU first, its figures beside the records
     benched = lease.RUN_SH.format(rules="train", args="-- t", results="r", gpu_jobs=2, script="s.sh", stem="s",

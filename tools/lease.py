@@ -113,8 +113,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 out=${{OUT:-.}}
-{bench}# stopped (SIGTERM: jobs cancelled, their partial outputs removed) in time to pack what finished
-timeout --kill-after=30 {time_limit} python3 -m snakemake --profile profiles/local-gpu --cores "$(nproc)" \\
+{bench}# stopped (SIGTERM: jobs cancelled, their partial outputs removed) in time to pack what finished; LEASE_TIME_LIMIT
+# overrides the limit, for a script started later in a call than planned
+timeout --kill-after=30 "${{LEASE_TIME_LIMIT:-{time_limit}}}" python3 -m snakemake --profile profiles/local-gpu --cores "$(nproc)" \\
     --resources gpu_jobs={gpu_jobs} --scheduler greedy --allowed-rules {rules} {args}
 status=$?
 find {results} -path '*/seed*/*' \\( -name final.json -o -name metrics.parquet -o -name 'test.*.txt' \\
