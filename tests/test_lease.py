@@ -3,6 +3,7 @@ and the run script trains only through the rules that need no download."""
 
 import importlib.util
 import io
+import subprocess
 import tarfile
 from types import SimpleNamespace
 
@@ -72,6 +73,49 @@ def test_the_carry_takes_a_blocks_pretrained_matrices_not_its_layers_and_stops_o
     assert lease.carry_problem(files, lease.carried(files)) is None
     monkeypatch.setattr(lease, "CARRY_BYTES", 1500)
     problem = lease.carry_problem(files, lease.carried(files))
-    assert "MiB to carry, a device call takes" in problem and "pretrained_decoder.npy" in problem
+    assert "MiB to carry beside the checkout's" in problem and "pretrained_decoder.npy" in problem
+    # the tracked files travel too: a carry that fits alone can be over the limit beside them
+    monkeypatch.setattr(lease, "CARRY_BYTES", 2500)
+    assert lease.carry_problem(files, lease.carried(files)) is None
+    assert "beside the checkout's" in lease.carry_problem(files, lease.carried(files), tracked=1000)
     nine = [*files, *files, *files, *files, files[0]]
     assert "9 paths to carry" in lease.carry_problem(nine, lease.carried(nine))
+
+
+def test_a_detached_lease_starts_in_a_copy_returns_at_once_and_a_second_call_collects_its_records(tmp_path):
+    checkout, out1, out2 = tmp_path / "checkout", tmp_path / "out1", tmp_path / "out2"
+    for folder in (checkout / ".lease", out1, out2):
+        folder.mkdir(parents=True)
+    (checkout / ".lease/detach.sh").write_text(lease.DETACH_SH.format())
+    # a run script as prepare writes one: it runs where it lies, under LEASE_TIME_LIMIT, and packs into $OUT
+    (checkout / ".lease/run.sh").write_text(
+        'cd "$(dirname "$0")/.."; echo "limit $LEASE_TIME_LIMIT in $PWD"; sleep 2; echo 1 run records packed\n'
+        'touch "$OUT/records-run.tgz"\n'
+    )
+    env = {"PATH": "/usr/bin:/bin", "LEASE_STATE": str(tmp_path / "state"), "LEASE_WORK": str(tmp_path / "work")}
+
+    def call(out, *args):
+        return subprocess.run(["bash", str(checkout / ".lease/detach.sh"), *args], env={**env, "OUT": str(out)},
+                              capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+
+    first = call(out1, "start", "run.sh", "100", "0")
+    assert "lease: still running" in first and not (out1 / "records-run.tgz").exists()
+    second = call(out2, "collect", "30")
+    assert "lease: ended, exit 0" in second and "1 run records packed" in second
+    assert (out2 / "records-run.tgz").is_file()
+    assert f"limit 55 in {tmp_path / 'work'}" in (out2 / "run.log").read_text()  # the deadline less the packing's 45 s
+    with pytest.raises(subprocess.CalledProcessError):
+        call(out2, "stop")
+
+
+def test_only_the_data_folders_of_the_targets_tasks_travel(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "REPO", tmp_path)
+    (tmp_path / "config.yaml").write_text("blocks: {b1: {task: sst2}}\n")
+    (tmp_path / "set.yaml").write_text("results_dir: results/set\nblocks: {b2: {task: multi30k}}\n")
+    for folder in ("data/vocab/multi30k", "data/tokenized/multi30k", "data/references/multi30k", "data/vocab/sst2",
+                   "data/tokenized/sst2"):  # fmt: skip
+        (tmp_path / folder).mkdir(parents=True)
+    assert lease.data_dirs("set.yaml", ["results/set/b2"]) == [
+        "data/vocab/multi30k", "data/tokenized/multi30k", "data/references/multi30k"
+    ]  # fmt: skip
+    assert lease.data_dirs("set.yaml", ["results/set/b1"]) == ["data/vocab/sst2", "data/tokenized/sst2"]

@@ -34,11 +34,14 @@ THERE = set(
     "psutil pyarrow pyyaml requests sacrebleu safetensors six tabulate tokenizers torch tqdm "
     "typing-extensions urllib3 wrapt pulp".split()
 )
+# Needed by none of the rules run there (huggingface_hub downloads through it; nothing is downloaded there): 4 MB
+NOT_NEEDED = {"hf-xet"}
 SDIST_ONLY = ("connection_pool",)  # snakemake needs it, PyPI has no wheel of it: built here (pure Python)
 # what the workflow imports that the machine lacks (its huggingface_hub is older), their needs followed
 PACKAGES = ("snakemake", "jsonschema", "huggingface_hub")
-# What the train and layer jobs read: the data stage's outputs and the extracted pre-trained matrices
-DATA_PATHS = ("data/vocab", "data/tokenized", "data/references")
+# What the train and layer jobs read: the data stage's outputs for the targets' tasks (data/<stage>/<task>) and the
+# extracted pre-trained matrices
+DATA_STAGES = ("vocab", "tokenized", "references")
 RULES = ("initialize_embedding", "train", "pack")
 CARRY_PATHS, CARRY_BYTES = 8, 64 * 2**20  # what one device call takes along: paths, and bytes in all
 
@@ -58,7 +61,7 @@ def wheels(folder: Path) -> list[str]:
         "--implementation", "cp", *platforms, "-d", str(folder), *pinned)  # fmt: skip
     kept = []
     for wheel in sorted(folder.glob("*.whl")):
-        if re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower() in THERE:
+        if re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower() in THERE | NOT_NEEDED:
             wheel.unlink()
         else:
             kept.append(wheel.name)
@@ -81,6 +84,28 @@ def block_dirs(configfile: str, targets: list[str]) -> list[str]:
     return [f"{results_dir}/{block}" for block in sorted(blocks)]
 
 
+def data_dirs(configfile: str, blocks: list[str]) -> list[str]:
+    """The data stage's folders of the blocks' tasks that exist (a classification task has no references): only
+    those travel, so a result set's other tasks do not count against the call's 64 MiB."""
+    import yaml
+
+    def read(path: Path) -> dict:
+        return yaml.safe_load(path.read_text(encoding="utf-8")).get("blocks") or {}
+
+    known = {**read(REPO / "config.yaml"), **read(REPO / configfile)}  # the set's blocks over config.yaml's
+    tasks = sorted({known[Path(block).name]["task"] for block in blocks})
+    paths = [f"data/{stage}/{task}" for task in tasks for stage in DATA_STAGES]
+    return [path for path in paths if (REPO / path).is_dir()]
+
+
+def tracked_bytes() -> int:
+    """What travels with any device call beside the carry: the tracked files and the untracked ones git does not
+    ignore."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            check=True, capture_output=True).stdout  # fmt: skip
+    return sum((REPO / name).stat().st_size for name in listed.decode().split("\0") if (REPO / name).is_file())
+
+
 def pretrained_files(blocks: list[str]) -> list[str]:
     """The blocks' extracted pre-trained matrices (pretrained_<side>.npy and .parquet), carried one by one: a block's
     folder also holds the layers built here, too large to take along (a D = 300 pair is 16 MB; built there)."""
@@ -93,14 +118,15 @@ def carried(carry: list[str]) -> list[tuple[int, Path]]:
     return sorted(((p.stat().st_size, p) for p in paths if p.is_file()), reverse=True)
 
 
-def carry_problem(carry: list[str], files: list[tuple[int, Path]]) -> str | None:
-    """Why a device call cannot take `carry` (its `carried` files) along: too many paths or bytes, the largest files
-    named; or None."""
+def carry_problem(carry: list[str], files: list[tuple[int, Path]], tracked: int = 0) -> str | None:
+    """Why a device call cannot take `carry` (its `carried` files) along beside `tracked` bytes of the checkout: too
+    many paths or bytes, the largest files named; or None."""
     if len(carry) > CARRY_PATHS:
         return f"{len(carry)} paths to carry, a device call takes {CARRY_PATHS}: {carry}; prepare one lease a block"
-    if (total := sum(size for size, _ in files)) > CARRY_BYTES:
+    if (total := sum(size for size, _ in files)) + tracked > CARRY_BYTES:
         largest = ", ".join(f"{p.relative_to(REPO)} ({size / 2**20:.1f} MiB)" for size, p in files[:5])
-        return f"{total / 2**20:.0f} MiB to carry, a device call takes {CARRY_BYTES / 2**20:.0f}; largest: {largest}"
+        return (f"{total / 2**20:.0f} MiB to carry beside the checkout's {tracked / 2**20:.0f} MiB, a device call "
+                f"takes {CARRY_BYTES / 2**20:.0f} in all; largest carried: {largest}")  # fmt: skip
     return None
 
 
@@ -132,6 +158,40 @@ BENCH = """PYTHONPATH=$PWD:$PWD/bench:/tmp/site timeout 300 python3 bench/stacke
 """
 
 
+# --detach: one lease over two device calls (a command runs 10 minutes at most, a machine stays warm 30 s between
+# calls). The run script trains in the background, in a copy of the checkout, so the second call's copy of the tree
+# touches nothing it reads; each call hands back what it has packed so far.
+DETACH_SH = """#!/usr/bin/env bash
+# Written by tools/lease.py prepare --detach. Call 1: start; call 2, at once while the machine is warm: collect.
+#   bash .lease/detach.sh start <script> <deadline s> <wait s>: copies this checkout to $WORK and starts .lease/<script>
+#     there in a new session, stopped in time to pack its records <deadline s> from now; waits up to <wait s>
+#   bash .lease/detach.sh collect <wait s>: waits up to <wait s> for it to end
+# Each then copies the records packed so far and the run's log into $OUT and says whether the run has ended.
+set -uo pipefail
+STATE=${{LEASE_STATE:-/tmp/lease-state}} WORK=${{LEASE_WORK:-/tmp/lease-work}}
+wait_for() {{
+    local end=$(($(date +%s) + $1))
+    while [ ! -e "$STATE/done" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
+}}
+hand_back() {{
+    cp "$STATE"/records-*.tgz "$STATE/run.log" "${{OUT:-.}}"/ 2>/dev/null
+    grep -E 'of [0-9]+ steps|run records packed|Error|Terminated' "$STATE/run.log" | tail -5
+    echo "epochs so far: $(find "$WORK/results" -name train.log -newer "$STATE/t0" -exec grep -ho ' epoch [0-9]*:' {{}} + |
+        sort -u | wc -l) (the most any run logged)"
+    if [ -e "$STATE/done" ]; then echo "lease: ended, $(cat "$STATE/done")"; else echo "lease: still running"; fi
+}}
+case ${{1:-}} in
+start)
+    rm -rf "$STATE" "$WORK" && mkdir -p "$STATE" && touch "$STATE/t0" && cp -a "$(dirname "$0")/.." "$WORK" || exit
+    setsid -f bash -c 'LEASE_TIME_LIMIT=$1 OUT=$2 bash "$3/.lease/$4"; echo "exit $?" > "$2/done"' _ \\
+        $(($3 - 45)) "$STATE" "$WORK" "$2" > "$STATE/run.log" 2>&1 < /dev/null
+    wait_for "$4"; hand_back ;;
+collect) wait_for "$2"; hand_back ;;
+*) echo "usage: bash .lease/detach.sh start <script> <deadline s> <wait s> | collect <wait s>" >&2; exit 2 ;;
+esac
+"""
+
+
 def prepare(args: argparse.Namespace) -> None:
     sm = [sys.executable, "-m", "snakemake", "--cores", str(args.cores)]
     # the data, vocabularies and pre-trained matrices the runs need, here (the layers are built there: smaller)
@@ -151,17 +211,23 @@ def prepare(args: argparse.Namespace) -> None:
     )  # fmt: skip
     carry_txt = LEASE / "carry.txt"  # every script's paths: one call carries what any of them needs
     before = carry_txt.read_text(encoding="utf-8").split() if carry_txt.exists() else []
-    carry = list(dict.fromkeys([".lease", *DATA_PATHS, *before, *pretrained_files(blocks)]))
+    carry = list(dict.fromkeys([".lease", *before, *data_dirs(args.configfile, blocks), *pretrained_files(blocks)]))
     files = carried(carry)
-    if problem := carry_problem(carry, files):
+    if problem := carry_problem(carry, files, tracked_bytes()):
         raise SystemExit(f"tools/lease.py prepare: {problem}")
     carry_txt.write_text("\n".join(carry) + "\n", encoding="utf-8")
     size = sum(size for size, _ in files) / 2**20
     print(f"{len(kept)} wheels in .lease/wheels; carry ({size:.0f} MiB; the tracked files travel beside): {carry}")
-    print(
-        f"device call: command 'bash .lease/{args.script}', carry as above; then: "
-        "tools/lease.py collect <files_at>/records-<script>.tgz"
-    )
+    if args.detach:
+        (LEASE / "detach.sh").write_text(DETACH_SH.format(), encoding="utf-8")
+        print(f"device call 1 (timeout_s 600), carry as above: 'bash .lease/detach.sh start {args.script} "
+              f"{args.detach} 550'; call 2 at once (no carry; its timeout_s the budget left less 30): 'bash "
+              ".lease/detach.sh collect <that less 15>'; then: tools/lease.py collect <files_at>/records-<script>.tgz")  # fmt: skip
+    else:
+        print(
+            f"device call: command 'bash .lease/{args.script}', carry as above; then: "
+            "tools/lease.py collect <files_at>/records-<script>.tgz"
+        )
 
 
 def collect(args: argparse.Namespace) -> None:
@@ -184,6 +250,8 @@ def main() -> None:
     p.add_argument("--bench", action="store_true", help="there, first time the stacked step (bench/stacked_step.py)")
     p.add_argument("--script", default="run.sh", help="its name in .lease/ (one per result set or call)")
     p.add_argument("--time-limit", type=int, default=3_000_000, help="seconds snakemake runs there before the packing")
+    p.add_argument("--detach", type=int, default=0, metavar="DEADLINE",
+                   help="there, over two calls: records packed DEADLINE seconds after the first call's start")  # fmt: skip
     p.add_argument("targets", nargs="+")
     p.set_defaults(fn=prepare)
     c = sub.add_parser("collect")
