@@ -92,9 +92,11 @@ def records_digest(records: list[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def aggregate_stale_reason(output: str | os.PathLike, records: list[str]) -> str | None:
-    """Why the aggregate `output` is stale: a record it read is missing, or the records changed since it was built
-    (its sidecar says; one built before sidecars is judged by the first alone). None when it is current or absent."""
+def aggregate_stale_reason(output: str | os.PathLike, records: list[str], code: str | None = None) -> str | None:
+    """Why the aggregate `output` is stale: a record it read is missing, the records changed since it was built, or
+    the code that builds it (`code`, its report code digest) did (its sidecar says; one built before sidecars is
+    judged by the first alone, one whose sidecar holds no code digest by its records). None when it is current or
+    absent."""
     if not Path(output).is_file():
         return None
     missing = [r for r in records if not Path(r).is_file()]
@@ -102,17 +104,21 @@ def aggregate_stale_reason(output: str | os.PathLike, records: list[str]) -> str
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         return f"{output} was built from {missing[0]}{more}, now missing"
     try:
-        recorded = json.loads(sidecar_of(output).read_text(encoding="utf-8")).get("records_digest")
+        sidecar = json.loads(sidecar_of(output).read_text(encoding="utf-8"))
+        recorded, built_by = sidecar.get("records_digest"), sidecar.get("report_code")
     except (OSError, ValueError, AttributeError):
-        recorded = None
+        recorded = built_by = None
     if recorded is not None and recorded != records_digest(records):
         return f"{output}: the records it was built from changed since"
+    if code is not None and built_by is not None and built_by != code:
+        return f"{output}: the code that builds it (embinit/reports) changed since ({built_by} -> {code})"
     return None
 
 
-def write_aggregate_sidecar(output: str | os.PathLike, records: list[str]) -> None:
-    """Record the digest of the records that `output` was just built from."""
-    write_text_atomic(sidecar_of(output), json.dumps({"records_digest": records_digest(records)}) + "\n")
+def write_aggregate_sidecar(output: str | os.PathLike, records: list[str], code: str | None = None) -> None:
+    """Record the digest of the records that `output` was just built from, and of the code that built it."""
+    kept = {"records_digest": records_digest(records), **({"report_code": code} if code else {})}
+    write_text_atomic(sidecar_of(output), json.dumps(kept) + "\n")
 
 
 class ResultsLock:

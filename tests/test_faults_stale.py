@@ -20,6 +20,7 @@ from embinit.records import (
     stale_reason,
     write_aggregate_sidecar,
 )
+from embinit.reports.digest import report_code_digest
 
 TABLE = "results/table1.csv"
 
@@ -113,7 +114,8 @@ def test_a_rerun_killed_after_a_config_change_rebuilds_its_runs_and_table(tmp_pa
     final = workdir / ONE_RUN / "final.json"
     assert json.loads(final.read_text())["lr"] == 3.0e-4
     assert aggregate_stale_reason(workdir / TABLE, [str(final)]) is None
-    assert json.loads(sidecar_of(workdir / TABLE).read_text())["records_digest"] == records_digest([str(final)])
+    sidecar = json.loads(sidecar_of(workdir / TABLE).read_text())
+    assert sidecar == {"records_digest": records_digest([str(final)]), "report_code": report_code_digest("table1")}
     again = run_snakemake(["-n", "--configfile", str(cfg)], cwd=workdir)
     assert "Nothing to be done" in again.stdout + again.stderr
 
@@ -140,6 +142,19 @@ def test_an_aggregate_is_stale_when_a_record_is_missing_or_changed(tmp_path):
     assert aggregate_stale_reason(table, records) == reason
     sidecar_of(table).unlink()  # a table from before these records: a missing one is still stale
     assert aggregate_stale_reason(table, records) == reason
+
+
+def test_an_aggregate_built_by_other_report_code_is_stale_and_one_from_before_code_digests_is_not(tmp_path):
+    table, record = tmp_path / "table1.csv", tmp_path / "final.json"
+    record.write_text("{}")
+    table.write_text("a,b\n")
+    write_aggregate_sidecar(table, [str(record)], "aaaa")
+    assert aggregate_stale_reason(table, [str(record)], "aaaa") is None
+    reason = f"{table}: the code that builds it (embinit/reports) changed since (aaaa -> bbbb)"
+    assert aggregate_stale_reason(table, [str(record)], "bbbb") == reason
+    write_aggregate_sidecar(table, [str(record)])  # a sidecar written before builders' code was digested
+    assert json.loads(sidecar_of(table).read_text()) == {"records_digest": records_digest([str(record)])}
+    assert aggregate_stale_reason(table, [str(record)], "bbbb") is None
 
 
 def test_an_output_without_its_record_is_stale(tmp_path):

@@ -6,8 +6,9 @@ Expects:
   snakemake.params.layers  its layer sheet rows (embinit.runsheet.layer_sheet), each naming its file (an input)
   snakemake.params.config  the config sections its builder reads (empty for most)
   snakemake.params.seeded  the paper comparison's only: the tables whose findings are judged paired by seed
-  snakemake.params.records the records it reads (runs' final.json and metrics, compared tables); their digest goes
-                           beside its first output when it is built (embinit.records.aggregate_stale_reason)
+  snakemake.params.records the records it reads (runs' final.json and metrics, compared tables); their digest and
+                           its builder's code digest (embinit.reports.digest) go beside its first output when it is
+                           built (embinit.records.aggregate_stale_reason)
   snakemake.output         its files by format (Output.formats: a table's `csv` and `md`, a figure's `png` and
                            `csv`), or a folder's `folder`
   snakemake.log[0]         the job's log
@@ -19,6 +20,7 @@ from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
 from embinit.records import write_aggregate_sidecar
 from embinit.reports import builders
+from embinit.reports.digest import report_code_digest
 
 quiet_interrupt(snakemake)
 
@@ -26,4 +28,4 @@ with job_log(snakemake.log[0]):
     name = snakemake.params.output
     result = getattr(builders, name)(snakemake)
     logging.info("%s: %d rows -> %s", name, len(result), ", ".join(snakemake.output))
-    write_aggregate_sidecar(snakemake.output[0], snakemake.params.records)
+    write_aggregate_sidecar(snakemake.output[0], snakemake.params.records, report_code_digest(name))

@@ -1,12 +1,12 @@
 """Whether an output is stale, decided from the config and the results directory as its job enters the DAG.
 
-Snakemake reruns a job whose params changed only while its own records (.snakemake/metadata) are there; from
-another working directory, or after they are deleted, a stale output would look current. So a run's final.json and
-a layer's sidecar hold the digest of the spec their job ran with, an aggregate's sidecar the digest of the records it
-read, and this module compares them with what the config plans now (embinit.records says how). A stale output's job
-is forced (rules/common.smk: Snakemake has no per-file force flag, snakemake issue #4254); nothing is written. Each
-output is judged when its job is planned, so a start pays for the jobs of its targets, not for every job the config
-plans.
+Snakemake reruns a job whose params changed only while its own records (.snakemake/metadata) are there; from another
+working directory, or after they are deleted, a stale output would look current. So a run's final.json and a layer's
+sidecar hold the digest of the spec their job ran with, an aggregate's sidecar the digests of the records it read and of
+its report code (embinit.reports.digest), and this module compares them with what the config plans now (embinit.records
+says how). A stale output's job is forced (rules/common.smk: Snakemake has no per-file force flag, snakemake issue
+#4254); nothing is written. Each output is judged when its job is planned, so a start pays for the jobs of its targets,
+not for every job the config plans.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from embinit.io import parquet_problem
 from embinit.layers.initializers import layer_problem
 from embinit.outputs import Output
 from embinit.records import aggregate_stale_reason, code_stale_reason, sidecar_of, stale_reason
+from embinit.reports.digest import report_code_digest
 from embinit.workflow.plan import LayerKey, Plan, RunKey
 
 
@@ -39,5 +40,6 @@ def vocab_stale(plan: Plan, task: str, tokenizer: str) -> str | None:
 
 
 def output_stale(plan: Plan, out: Output) -> str | None:
-    """Why an aggregate is stale: a record it read is missing or changed since it was built."""
-    return aggregate_stale_reason(plan.first_output(out), plan.output_records(out))
+    """Why an aggregate is stale: a record it read, or the report code that builds it, is missing or changed since it
+    was built."""
+    return aggregate_stale_reason(plan.first_output(out), plan.output_records(out), report_code_digest(out.name))

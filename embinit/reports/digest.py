@@ -1,0 +1,84 @@
+"""A report's code digest, read from the files (embinit.sources) without importing the report modules (matplotlib,
+scipy), so that the workflow plans an aggregate built by other report code stale (embinit.records) while it parses."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+
+from embinit.sources import module_file, module_lines
+
+BUILDERS = "embinit.reports.builders"
+PACKAGE = "embinit.reports"
+
+
+def _tree(module: str) -> ast.Module:
+    """Module `module`'s syntax tree, parsed once per text (a start digests every output it plans)."""
+    return _parse("".join(module_lines(module)))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(text: str) -> ast.Module:
+    return ast.parse(text)
+
+
+def _names(statement: ast.ImportFrom | ast.FunctionDef) -> list[str]:
+    return [statement.name] if isinstance(statement, ast.FunctionDef) else [a.asname or a.name for a in statement.names]
+
+
+def _builder_parts(name: str) -> tuple[list[str], set[str]]:
+    """The source of output `name`'s builder and of the helpers of builders.py it calls, and the report modules they
+    name (`tables.table3`, an imported function of embinit.reports.runs)."""
+    lines = module_lines(BUILDERS)
+    bound = {n: s for s in _tree(BUILDERS).body if isinstance(s, ast.ImportFrom | ast.FunctionDef) for n in _names(s)}
+    sources, modules, todo, seen = [], set(), [name], set()
+    while todo:
+        if (current := todo.pop()) in seen:
+            continue
+        seen.add(current)
+        node = next(n for n in _tree(BUILDERS).body if isinstance(n, ast.FunctionDef) and n.name == current)
+        sources.append("".join(lines[node.lineno - 1 : node.end_lineno]))
+        for used in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+            statement = bound.get(used)
+            if isinstance(statement, ast.FunctionDef):
+                todo.append(used)
+            elif isinstance(statement, ast.ImportFrom) and (statement.module or "").startswith(PACKAGE):
+                submodule = f"{statement.module}.{used}"
+                modules.add(submodule if module_file(submodule) else statement.module)
+    return sources, modules
+
+
+def report_modules(name: str) -> list[str]:
+    """The embinit.reports modules output `name`'s builder runs, followed through their imports within
+    embinit.reports (code elsewhere in embinit, such as an initializer's display name, is not followed)."""
+    return _closure(_builder_parts(name)[1])
+
+
+def report_code_digest(name: str) -> str:
+    """Short sha256 (16 hex digits) of output `name`'s builder, its helpers and its report modules: a table built by
+    other code is stale, and an edit to another output's builder or modules stales none of this one's."""
+    sources, named = _builder_parts(name)
+    text = "".join(sources) + "".join("".join(module_lines(m)) for m in _closure(named))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _closure(modules: set[str]) -> list[str]:
+    todo, found = sorted(modules), set()
+    while todo:
+        if (module := todo.pop()) in found:
+            continue
+        found.add(module)
+        todo += _imported("".join(module_lines(module)))
+    return sorted(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _imported(text: str) -> tuple[str, ...]:
+    """The embinit.reports modules a module's text imports, anywhere in it (walked once per text)."""
+    found = []
+    for node in ast.walk(_parse(text)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+            submodules = [f"{node.module}.{a.name}" for a in node.names]  # `from embinit.reports import tables`
+            found += [s for s in submodules if module_file(s)] or [node.module]
+    return tuple(found)

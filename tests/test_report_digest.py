@@ -1,0 +1,54 @@
+"""embinit.reports.digest: an aggregate's sidecar names the report code that built it, read from the files, so that an
+edit to the code of a table reruns that table and no other."""
+
+import subprocess
+import sys
+
+from conftest import REPO
+from embinit.reports import digest
+from embinit.sources import module_lines
+
+
+def _edited(monkeypatch, module: str, old: str = "", new: str = "# an edit\n"):
+    """module_lines as the digest reads it, with `module`'s line holding `old` given `new` (or `new` appended)."""
+
+    def lines(name):
+        found = list(module_lines(name))
+        if name != module:
+            return found
+        if not old:
+            return [*found, new]
+        at = next(i for i, line in enumerate(found) if old in line)
+        return [*found[:at], found[at].replace(old, new), *found[at + 1 :]]
+
+    monkeypatch.setattr(digest, "module_lines", lines)
+
+
+def test_a_builder_is_followed_to_the_report_modules_it_runs_and_theirs():
+    assert digest.report_modules("table3") == ["embinit.reports.format", "embinit.reports.tables"]
+    assert digest.report_modules("tensorboard") == ["embinit.reports.runs", "embinit.reports.tensorboard"]
+    compared = digest.report_modules("paper_comparison")  # comparison imports field and sweeps, field statistics
+    assert {"comparison", "field", "sweeps", "statistics", "tables", "format"} == {m.split(".")[-1] for m in compared}
+
+
+def test_an_edit_changes_the_digest_of_the_outputs_whose_code_it_touches_and_no_other(monkeypatch):
+    before = {name: digest.report_code_digest(name) for name in ("table1", "table3", "figure1", "paper_comparison")}
+    with monkeypatch.context() as m:
+        _edited(m, "embinit.reports.tables")  # a module Tables 1 and 3 run, and the comparison through its imports
+        after = {name: digest.report_code_digest(name) for name in before}
+    assert [name for name in before if after[name] != before[name]] == ["table1", "table3", "paper_comparison"]
+    with monkeypatch.context() as m:
+        _edited(m, "embinit.reports.builders", old='"Table 1"', new='"Table 1 "')  # Table 1's builder alone
+        after = {name: digest.report_code_digest(name) for name in before}
+    assert [name for name in before if after[name] != before[name]] == ["table1"]
+    assert {name: digest.report_code_digest(name) for name in before} == before  # the files as they are
+
+
+def test_the_digest_imports_no_report_module():
+    """A snakemake start digests each output it plans: matplotlib and scipy stay out of it."""
+    code = (
+        "import sys; from embinit.reports.digest import report_code_digest; report_code_digest('figure1'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('matplotlib', 'scipy', 'embinit.reports.'))))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "['embinit.reports.digest']"
