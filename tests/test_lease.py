@@ -111,7 +111,8 @@ def test_a_detached_lease_starts_in_a_copy_returns_at_once_and_a_second_call_col
 def test_only_the_data_folders_of_the_targets_tasks_travel(tmp_path, monkeypatch):
     monkeypatch.setattr(lease, "REPO", tmp_path)
     (tmp_path / "config.yaml").write_text("blocks: {b1: {task: sst2}}\n")
-    (tmp_path / "set.yaml").write_text("results_dir: results/set\nblocks: {b2: {task: multi30k}}\n")
+    # the set's b1 sets its seeds alone: its task is config.yaml's
+    (tmp_path / "set.yaml").write_text("results_dir: results/set\nblocks: {b1: {seeds: 2}, b2: {task: multi30k}}\n")
     for folder in ("data/vocab/multi30k", "data/tokenized/multi30k", "data/references/multi30k", "data/vocab/sst2",
                    "data/tokenized/sst2"):  # fmt: skip
         (tmp_path / folder).mkdir(parents=True)

@@ -88,12 +88,12 @@ def data_dirs(configfile: str, blocks: list[str]) -> list[str]:
     """The data stage's folders of the blocks' tasks that exist (a classification task has no references): only
     those travel, so a result set's other tasks do not count against the call's 64 MiB."""
     import yaml
+    from snakemake.utils import update_config
 
-    def read(path: Path) -> dict:
-        return yaml.safe_load(path.read_text(encoding="utf-8")).get("blocks") or {}
-
-    known = {**read(REPO / "config.yaml"), **read(REPO / configfile)}  # the set's blocks over config.yaml's
-    tasks = sorted({known[Path(block).name]["task"] for block in blocks})
+    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    # merged as Snakemake merges --configfile: a set's block may set only its seeds, keeping config.yaml's task
+    update_config(config, yaml.safe_load((REPO / configfile).read_text(encoding="utf-8")))
+    tasks = sorted({config["blocks"][Path(block).name]["task"] for block in blocks})
     paths = [f"data/{stage}/{task}" for task in tasks for stage in DATA_STAGES]
     return [path for path in paths if (REPO / path).is_dir()]
 

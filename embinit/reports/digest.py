@@ -7,37 +7,22 @@ import ast
 import functools
 import hashlib
 
-from embinit.sources import module_file, module_lines
+from embinit.sources import bindings, module_file, module_lines
 
 BUILDERS = "embinit.reports.builders"
 PACKAGE = "embinit.reports"
 
 
-def _tree(module: str) -> ast.Module:
-    """Module `module`'s syntax tree, parsed once per text (a start digests every output it plans)."""
-    return _parse("".join(module_lines(module)))
-
-
-@functools.lru_cache(maxsize=64)
-def _parse(text: str) -> ast.Module:
-    return ast.parse(text)
-
-
-def _names(statement: ast.ImportFrom | ast.FunctionDef) -> list[str]:
-    return [statement.name] if isinstance(statement, ast.FunctionDef) else [a.asname or a.name for a in statement.names]
-
-
 def _builder_parts(name: str) -> tuple[list[str], set[str]]:
     """The source of output `name`'s builder and of the helpers of builders.py it calls, and the report modules they
     name (`tables.table3`, an imported function of embinit.reports.runs)."""
-    lines = module_lines(BUILDERS)
-    bound = {n: s for s in _tree(BUILDERS).body if isinstance(s, ast.ImportFrom | ast.FunctionDef) for n in _names(s)}
+    bound, lines = bindings(BUILDERS), module_lines(BUILDERS)
     sources, modules, todo, seen = [], set(), [name], set()
     while todo:
         if (current := todo.pop()) in seen:
             continue
         seen.add(current)
-        node = next(n for n in _tree(BUILDERS).body if isinstance(n, ast.FunctionDef) and n.name == current)
+        node = bound[current]
         sources.append("".join(lines[node.lineno - 1 : node.end_lineno]))
         for used in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
             statement = bound.get(used)
@@ -75,9 +60,10 @@ def _closure(modules: set[str]) -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _imported(text: str) -> tuple[str, ...]:
-    """The embinit.reports modules a module's text imports, anywhere in it (walked once per text)."""
+    """The embinit.reports modules a module's text imports, anywhere in it (parsed and walked once per text: a start
+    digests every output it plans)."""
     found = []
-    for node in ast.walk(_parse(text)):
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
             submodules = [f"{node.module}.{a.name}" for a in node.names]  # `from embinit.reports import tables`
             found += [s for s in submodules if module_file(s)] or [node.module]
