@@ -36,6 +36,31 @@ def module_tree(name: str) -> ast.Module:
     return ast.parse("".join(module_lines(name)))
 
 
+def import_closure(names, prefix: str = "embinit") -> list[str]:
+    """`names` and every module under `prefix` they import, anywhere in them, followed through the imports of those:
+    the code that runs when they run (the training code's digest, a report's)."""
+    todo, found = list(names), set()
+    while todo:
+        if (name := todo.pop()) in found:
+            continue
+        found.add(name)
+        todo += _imports("".join(module_lines(name)), prefix)
+    return sorted(found)
+
+
+@functools.lru_cache(maxsize=128)
+def _imports(text: str, prefix: str) -> tuple[str, ...]:
+    """The modules under `prefix` a module's text imports: a `from` import's module and the submodules it names
+    (`from embinit.x import submodule`), a plain import's. Parsed once per text: a start digests every output it plans."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
+            found += [node.module, *(s for a in node.names if module_file(s := f"{node.module}.{a.name}"))]
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith(prefix)]
+    return tuple(found)
+
+
 def _bound(statement: ast.stmt) -> list[str]:
     """The names a top-level statement binds; for one other than a def, class or import, every name bound anywhere in
     it (more than the module binds is harmless: such a name's value is read from the imported module, if it has one)."""

@@ -1,6 +1,7 @@
 """embinit.reports.digest: an aggregate's sidecar names the report code that built it, read from the files, so that an
 edit to the code of a table reruns that table and no other."""
 
+import os
 import subprocess
 import sys
 
@@ -28,7 +29,27 @@ def test_a_builder_is_followed_to_the_report_modules_it_runs_and_theirs():
     assert digest.report_modules("table3") == ["embinit.reports.format", "embinit.reports.tables"]
     assert digest.report_modules("tensorboard") == ["embinit.reports.runs", "embinit.reports.tensorboard"]
     compared = digest.report_modules("paper_comparison")  # comparison imports field and sweeps, field statistics
-    assert {"comparison", "field", "sweeps", "statistics", "tables", "format"} == {m.split(".")[-1] for m in compared}
+    modules = ("comparison", "field", "sweeps", "statistics", "tables", "format")
+    # `from embinit.reports import field, sweeps` runs the package's __init__ too
+    assert compared == sorted(["embinit.reports", *(f"embinit.reports.{m}" for m in modules)])
+
+
+def test_a_digest_is_the_same_in_every_process():
+    """Table 10's builder reaches two helpers: they are digested in one order whatever the process's string hashes
+    (a set's order once made its table stale in every new start)."""
+    code = (
+        "import ast; from embinit.reports import digest; from embinit.sources import bindings; "
+        "b = bindings('embinit.reports.builders'); "
+        "print([digest.report_code_digest(n) for n, s in b.items() if isinstance(s, ast.FunctionDef) and n[0] != '_'])"
+    )
+    shown = [
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True,
+            text=True, check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    ]  # fmt: skip
+    assert shown[0].count("'") == 2 * 23 and shown[1:] == shown[:2][:1] * 2
 
 
 def test_an_edit_changes_the_digest_of_the_outputs_whose_code_it_touches_and_no_other(monkeypatch):

@@ -4,10 +4,9 @@ scipy), so that the workflow plans an aggregate built by other report code stale
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 
-from embinit.sources import bindings, module_file, module_lines
+from embinit.sources import bindings, import_closure, module_file, module_lines
 
 BUILDERS = "embinit.reports.builders"
 PACKAGE = "embinit.reports"
@@ -24,7 +23,7 @@ def _builder_parts(name: str) -> tuple[list[str], set[str]]:
         seen.add(current)
         node = bound[current]
         sources.append("".join(lines[node.lineno - 1 : node.end_lineno]))
-        for used in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+        for used in sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)}):  # one order in every process
             statement = bound.get(used)
             if isinstance(statement, ast.FunctionDef):
                 todo.append(used)
@@ -37,34 +36,12 @@ def _builder_parts(name: str) -> tuple[list[str], set[str]]:
 def report_modules(name: str) -> list[str]:
     """The embinit.reports modules output `name`'s builder runs, followed through their imports within
     embinit.reports (code elsewhere in embinit, such as an initializer's display name, is not followed)."""
-    return _closure(_builder_parts(name)[1])
+    return import_closure(_builder_parts(name)[1], PACKAGE)
 
 
 def report_code_digest(name: str) -> str:
     """Short sha256 (16 hex digits) of output `name`'s builder, its helpers and its report modules: a table built by
     other code is stale, and an edit to another output's builder or modules stales none of this one's."""
     sources, named = _builder_parts(name)
-    text = "".join(sources) + "".join("".join(module_lines(m)) for m in _closure(named))
+    text = "".join(sources) + "".join("".join(module_lines(m)) for m in import_closure(named, PACKAGE))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _closure(modules: set[str]) -> list[str]:
-    todo, found = sorted(modules), set()
-    while todo:
-        if (module := todo.pop()) in found:
-            continue
-        found.add(module)
-        todo += _imported("".join(module_lines(module)))
-    return sorted(found)
-
-
-@functools.lru_cache(maxsize=64)
-def _imported(text: str) -> tuple[str, ...]:
-    """The embinit.reports modules a module's text imports, anywhere in it (parsed and walked once per text: a start
-    digests every output it plans)."""
-    found = []
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
-            submodules = [f"{node.module}.{a.name}" for a in node.names]  # `from embinit.reports import tables`
-            found += [s for s in submodules if module_file(s)] or [node.module]
-    return tuple(found)

@@ -3,11 +3,10 @@ other code stale (rules/common.smk), computes it while it parses without importi
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import pkgutil
 
-from embinit.sources import module_file, module_lines, module_tree
+from embinit.sources import import_closure, module_file, module_lines
 
 PACKAGES = ("embinit.training", "embinit.models")
 
@@ -15,22 +14,8 @@ PACKAGES = ("embinit.training", "embinit.models")
 def training_modules() -> list[str]:
     """The code a run's result depends on: every module of embinit.training and embinit.models, and every
     embinit module those import (position tables, vocabulary specials, ...), followed through their imports."""
-    names = [*PACKAGES]
-    names += [f"{p}.{m.name}" for p in PACKAGES for m in pkgutil.iter_modules([str(module_file(p).parent)])]
-    found = set()
-    while names:
-        name = names.pop()
-        if name in found:
-            continue
-        found.add(name)
-        for node in ast.walk(module_tree(name)):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("embinit"):
-                names.append(node.module)
-                submodules = [f"{node.module}.{a.name}" for a in node.names]  # `from embinit.x import submodule`
-                names += [s for s in submodules if module_file(s)]
-            elif isinstance(node, ast.Import):
-                names += [alias.name for alias in node.names if alias.name.startswith("embinit")]
-    return sorted(found)
+    modules = [f"{p}.{m.name}" for p in PACKAGES for m in pkgutil.iter_modules([str(module_file(p).parent)])]
+    return import_closure([*PACKAGES, *modules])
 
 
 def code_digest() -> str:
