@@ -65,6 +65,25 @@ def test_an_edit_changes_the_digest_of_the_outputs_whose_code_it_touches_and_no_
     assert {name: digest.report_code_digest(name) for name in before} == before  # the files as they are
 
 
+def test_code_a_report_module_reaches_elsewhere_in_embinit_is_digested_and_code_it_does_not_reach_is_not(monkeypatch):
+    """Table 4's analogies are computed by embinit.layers.analogy: an edit there reruns Tables 4 and 10 (and Table 4's
+    sensitivity), no other. An initializer's code reaches the tables through its layers' fingerprints, not here: an
+    edit to one no report code calls stales no table."""
+    names = ("table1", "table3", "table4", "table4_sensitivity", "table10", "figure1", "paper_comparison")
+    before = {name: digest.report_code_digest(name) for name in names}
+    with monkeypatch.context() as m:
+        _edited(m, "embinit.layers.analogy", old="return pd.DataFrame(rows)", new="return pd.DataFrame(rows[::-1])")
+        after = {name: digest.report_code_digest(name) for name in names}
+    assert [name for name in names if after[name] != before[name]] == ["table4", "table4_sensitivity", "table10"]
+    with monkeypatch.context() as m:
+        _edited(m, "embinit.layers.initializers", old='raise ValueError(f"Pretrained_Shuffled', new='raise KeyError(f"')
+        assert {name: digest.report_code_digest(name) for name in names} == before
+    with monkeypatch.context() as m:  # the paper's names of the initializers, which the comparison prints
+        _edited(m, "embinit.layers.initializers", old='replace("Pretrained", family)', new='replace("Pretrained", "")')
+        after = {name: digest.report_code_digest(name) for name in names}
+    assert after["paper_comparison"] != before["paper_comparison"] and after["table1"] == before["table1"]
+
+
 def test_the_digest_imports_no_report_module():
     """A snakemake start digests each output it plans: matplotlib and scipy stay out of it."""
     code = (

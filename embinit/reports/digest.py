@@ -4,44 +4,102 @@ scipy), so that the workflow plans an aggregate built by other report code stale
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 
-from embinit.sources import bindings, import_closure, module_file, module_lines
+from embinit.sources import DEFINITIONS, bindings, import_closure, module_file, module_lines
 
 BUILDERS = "embinit.reports.builders"
 PACKAGE = "embinit.reports"
 
 
-def _builder_parts(name: str) -> tuple[list[str], set[str]]:
-    """The source of output `name`'s builder and of the helpers of builders.py it calls, and the report modules they
-    name (`tables.table3`, an imported function of embinit.reports.runs)."""
-    bound, lines = bindings(BUILDERS), module_lines(BUILDERS)
-    sources, modules, todo, seen = [], set(), [name], set()
-    while todo:
-        if (current := todo.pop()) in seen:
-            continue
-        seen.add(current)
-        node = bound[current]
-        sources.append("".join(lines[node.lineno - 1 : node.end_lineno]))
-        for used in sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)}):  # one order in every process
-            statement = bound.get(used)
-            if isinstance(statement, ast.FunctionDef):
-                todo.append(used)
-            elif isinstance(statement, ast.ImportFrom) and (statement.module or "").startswith(PACKAGE):
-                submodule = f"{statement.module}.{used}"
-                modules.add(submodule if module_file(submodule) else statement.module)
-    return sources, modules
-
-
 def report_modules(name: str) -> list[str]:
     """The embinit.reports modules output `name`'s builder runs, followed through their imports within
-    embinit.reports (code elsewhere in embinit, such as an initializer's display name, is not followed)."""
-    return import_closure(_builder_parts(name)[1], PACKAGE)
+    embinit.reports."""
+    return _parts(name)[1]
 
 
 def report_code_digest(name: str) -> str:
-    """Short sha256 (16 hex digits) of output `name`'s builder, its helpers and its report modules: a table built by
-    other code is stale, and an edit to another output's builder or modules stales none of this one's."""
-    sources, named = _builder_parts(name)
-    text = "".join(sources) + "".join("".join(module_lines(m)) for m in import_closure(named, PACKAGE))
+    """Short sha256 (16 hex digits) of output `name`'s builder, its helpers, its report modules and the definitions
+    elsewhere in embinit they reach: a table built by other code is stale, and an edit to another output's code, or to
+    a definition none of its code reaches (an initializer: the layers' fingerprints carry those), stales none of this
+    one's."""
+    sources, modules = _parts(name)
+    text = "".join(sources) + "".join("".join(module_lines(m)) for m in modules)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _parts(name: str) -> tuple[list[str], list[str]]:
+    """The source of each definition output `name`'s builder reaches outside the report modules (its helpers in
+    builders.py, an analogy function of embinit.layers, a constant), and the modules it runs whole: the report modules,
+    followed through their imports within embinit.reports (imports flow one way: nothing else imports them)."""
+    sources, whole, seen = {}, set(), set()
+    _walk([(BUILDERS, name)], seen, sources, whole)
+    reports = import_closure({m for m in whole if m.startswith(PACKAGE)}, PACKAGE)
+    imported = [
+        _target(module, alias.asname or alias.name, node)
+        for module in reports
+        for node in _imports_from("".join(module_lines(module)))
+        if node.module.startswith("embinit") and not node.module.startswith(PACKAGE)
+        for alias in node.names
+    ]
+    _walk(imported, seen, sources, whole)
+    return list(sources.values()), sorted(whole | set(reports))
+
+
+def _walk(todo: list, seen: set, sources: dict[tuple[str, int], str], whole: set[str]) -> None:
+    """Follow each (module, name) through the names its statements use, one order in every process: a definition's
+    source joins `sources`, a module imported whole (a report module) joins `whole`."""
+    while todo:
+        if (key := todo.pop()) is None or key in seen:
+            continue
+        seen.add(key)
+        module, name = key
+        if name is None or (module.startswith(PACKAGE) and module != BUILDERS):
+            whole.add(module)
+            continue
+        statements, lines = _statements(module, name), module_lines(module)
+        for s in statements:  # a statement binding two names reached (`A, B = ...`) counts once
+            sources.setdefault((module, s.lineno), "".join(lines[s.lineno - 1 : s.end_lineno]))
+        used = {n.id for s in statements for n in ast.walk(s) if isinstance(n, ast.Name)}
+        todo += [_target(module, u) for u in sorted(used, reverse=True)]
+
+
+def _statements(module: str, name: str) -> list[ast.stmt]:
+    """The top-level statements of `module` that bind `name`: its def or class, or each assignment to it."""
+    statement = bindings(module).get(name)
+    if isinstance(statement, DEFINITIONS):
+        return [statement]
+    return _assigned("".join(module_lines(module))).get(name, [])
+
+
+@functools.lru_cache(maxsize=64)
+def _imports_from(text: str) -> tuple[ast.ImportFrom, ...]:
+    """A module's `from` imports, anywhere in it."""
+    return tuple(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom) and n.module)
+
+
+@functools.lru_cache(maxsize=64)
+def _assigned(text: str) -> dict[str, list[ast.stmt]]:
+    """Each name a module's top-level statements other than defs and imports store -> those statements (parsed and
+    walked once per text: a start digests every output it plans)."""
+    found: dict[str, list[ast.stmt]] = {}
+    for statement in ast.parse(text).body:
+        if not isinstance(statement, DEFINITIONS + (ast.Import, ast.ImportFrom)):
+            stored = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            for name in stored:
+                found.setdefault(name, []).append(statement)
+    return found
+
+
+def _target(module: str, used: str, statement: ast.stmt | None = None) -> tuple[str, str | None] | None:
+    """What name `used` of `module` refers to within embinit: (a module, None), (a module, a name it binds), or None
+    (a builtin, a local, a library's)."""
+    statement = statement or bindings(module).get(used, ast.Pass())
+    if isinstance(statement, ast.ImportFrom) and (statement.module or "").startswith("embinit"):
+        original = next(a.name for a in statement.names if (a.asname or a.name) == used)
+        submodule = f"{statement.module}.{original}"
+        return (submodule, None) if module_file(submodule) else (statement.module, original)
+    if isinstance(statement, ast.Import):
+        return None
+    return (module, used) if used in bindings(module) else None
