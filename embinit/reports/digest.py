@@ -61,8 +61,7 @@ def _walk(todo: list, seen: set, sources: dict[tuple[str, int], str], whole: set
         statements, lines = _statements(module, name), module_lines(module)
         for s in statements:  # a statement binding two names reached (`A, B = ...`) counts once
             sources.setdefault((module, s.lineno), "".join(lines[s.lineno - 1 : s.end_lineno]))
-        used = {n.id for s in statements for n in ast.walk(s) if isinstance(n, ast.Name)}
-        todo += [_target(module, u) for u in sorted(used, reverse=True)]
+        todo += [_target(module, used) for s in statements for used in _names(s)]
 
 
 def _statements(module: str, name: str) -> list[ast.stmt]:
@@ -74,22 +73,32 @@ def _statements(module: str, name: str) -> list[ast.stmt]:
 
 
 @functools.lru_cache(maxsize=64)
-def _imports_from(text: str) -> tuple[ast.ImportFrom, ...]:
-    """A module's `from` imports, anywhere in it."""
-    return tuple(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom) and n.module)
+def _tree(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once per text: a start digests every output it plans."""
+    return ast.parse(text)
 
 
 @functools.lru_cache(maxsize=64)
 def _assigned(text: str) -> dict[str, list[ast.stmt]]:
-    """Each name a module's top-level statements other than defs and imports store -> those statements (parsed and
-    walked once per text: a start digests every output it plans)."""
+    """Each name a module's top-level statements other than defs and imports store -> those statements."""
     found: dict[str, list[ast.stmt]] = {}
-    for statement in ast.parse(text).body:
+    for statement in _tree(text).body:
         if not isinstance(statement, DEFINITIONS + (ast.Import, ast.ImportFrom)):
-            stored = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            for name in stored:
+            for name in {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}:
                 found.setdefault(name, []).append(statement)
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _imports_from(text: str) -> tuple[ast.ImportFrom, ...]:
+    """A module's `from` imports, anywhere in it."""
+    return tuple(n for n in ast.walk(_tree(text)) if isinstance(n, ast.ImportFrom) and n.module)
+
+
+@functools.lru_cache(maxsize=1024)
+def _names(statement: ast.stmt) -> tuple[str, ...]:
+    """The names a statement uses, in one order in every process (last first: the walk pops them in order)."""
+    return tuple(sorted({n.id for n in ast.walk(statement) if isinstance(n, ast.Name)}, reverse=True))
 
 
 def _target(module: str, used: str, statement: ast.stmt | None = None) -> tuple[str, str | None] | None:
