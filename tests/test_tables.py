@@ -272,9 +272,9 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
         "nopos_frozen": {"embedding_trainable": False, "pos_encoding": False},
     }
     md = (tmp_path / "t3.md").read_text()
-    assert md_has_row(md, "GloVe_Xavier", "no", "no", "2.50 (5.0)", "22.0 (0.0)", "-")  # no P: no ratio
-    assert md_has_row(md, "GloVe_Xavier", "yes", "yes", "2.50 (5.0)", "22.0 (0.0)", "0.50 / 2.00")
-    assert md_has_row(md, "Xavier", "yes", "yes", "2.50 (5.0)", "20.0 (0.0)", "-")  # its metrics have no ratio
+    assert md_has_row(md, "GloVe_Xavier", "no", "no", "2.50 (5.0)", "22.0 (0.0)", "2", "-")  # no P: no ratio
+    assert md_has_row(md, "GloVe_Xavier", "yes", "yes", "2.50 (5.0)", "22.0 (0.0)", "2", "0.50 / 2.00")
+    assert md_has_row(md, "Xavier", "yes", "yes", "2.50 (5.0)", "20.0 (0.0)", "2", "-")  # its metrics have no ratio
     table = md_rows(md)
     assert len(table) == 1 + 12
     assert [r[1:3] for r in table[1:5]] == [["no", "no"], ["yes", "no"], ["no", "yes"], ["yes", "yes"]]

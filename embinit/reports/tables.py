@@ -270,17 +270,29 @@ def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
     for init, variant in runs[["initializer", "variant"]].drop_duplicates().itertuples(index=False):
         loss, bleu = cell.loc[(init, variant, "best_valid_loss")], cell.loc[(init, variant, "bleu")]
         trainable = {True: "yes", False: "no"}.get(loss.embedding_trainable, f"{loss.embedding_trainable} only")
-        cells = [f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})", format_mean_std(bleu["mean"], bleu["std"])]
+        cells = [
+            f"{loss['mean']:.2f} ({loss.mean_best_epoch:.1f})",
+            format_mean_std(bleu["mean"], bleu["std"]),
+            str(int(bleu.n_seeds)),
+        ]
         ratio = [
             f"{cell.loc[(init, variant, m)]['mean']:.2f}" if (init, variant, m) in cell.index else "-" for m in RATIOS
         ]
         cells.append(" / ".join(ratio) if set(ratio) != {"-"} else "-")
         rows.append([loss.label, trainable, "yes" if loss.pos_encoding else "no", *cells])
-    header = ["Embedding", "Emb. trainable", "Pos. enc.", "Lowest val loss (epoch)", "Test BLEU (σ)", RATIO_HEADER]
+    header = [
+        "Embedding",
+        "Emb. trainable",
+        "Pos. enc.",
+        "Lowest val loss (epoch)",
+        "Test BLEU (σ)",
+        "Seeds",
+        RATIO_HEADER,
+    ]
     body = (
-        "Mean over seeds; epoch = mean best epoch (1-based). ‖x√D‖ / ‖P‖: the scaled embedding's size against the\n"
-        "position encoding's in each side's input, at the best epoch (train.mechanism; below 1, P swamps the words);\n"
-        "- without P.\n\n" + markdown_table(header, rows)
+        "Mean over a cell's seeds (Seeds: how many); epoch = mean best epoch (1-based). ‖x√D‖ / ‖P‖: the scaled\n"
+        "embedding's size against the position encoding's in each side's input, at the best epoch (train.mechanism;\n"
+        "below 1, P swamps the words); - without P.\n\n" + markdown_table(header, rows)
     )
     return _write_with_sources(summary, csv_path, md_path, f"Table 3 ({', '.join(pd.unique(runs.block))})", body)
 
