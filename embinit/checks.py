@@ -9,6 +9,7 @@ import inspect
 import re
 import typing
 from collections import Counter
+from fnmatch import filter as matching
 from pathlib import Path
 from typing import Iterator
 
@@ -29,7 +30,7 @@ from embinit.extensions import ExtensionError, load as load_extensions, registri
 from embinit.registry import Above, AtLeast, names_of
 from embinit.training.placement import require_cuda
 from embinit.layers.initializers import fits_dim, mapping_initializers
-from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe
+from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe, variants_of
 from embinit.runsheet import layer_sheet, run_sheet, trained_blocks
 
 
@@ -374,6 +375,19 @@ def _check_block(config: dict, name: str) -> None:
     subword = {s for s in used if config["sources"][s]["level"] == "subword"}
     if subword and (len(subword) > 1 or len(subword) != len(set(used))):
         raise ConfigError(f"config key blocks.{name}.sources: a sub-word source must be the only source of its block")
+    runs = [
+        f"{i}/seed{k}/{v}"
+        for i in initializers_of(config, name)
+        for k in range(block["seeds"])
+        for v in variants_of(config)
+    ]
+    for option, patterns in block.get("speed_runs", {}).items():
+        for j, pattern in enumerate(patterns):
+            if not matching(runs, pattern):
+                raise ConfigError(
+                    f"config key blocks.{name}.speed_runs.{option}[{j}]: {pattern!r} names none of the block's runs "
+                    "(<initializer>/seed<k>/<variant>)"
+                )
 
 
 def allowed_rules_exceeded(allowed, jobs) -> str | None:

@@ -3,6 +3,8 @@ and the job records (embinit.records), so a change to any of them reruns exactly
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase as fnmatch
+
 from embinit.config import dim_of, initializer_setting, lr_of, missing_setting, tokenizer_of
 from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import LayerSpec, fingerprint
@@ -33,7 +35,8 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     recipe ablation's `model.init`, `train.batching`). A named setting of an initializer
     (`initializer_params.<name>.entry`) puts its entry and parameters in the run's identity; a name that is its
     entry's own adds nothing there (its layer's spec holds its parameters), so earlier runs keep their digests; so does
-    a speed option (`train.compile`) that is off, and one that is on is named under `speed_options`; so does a built-in
+    a speed option (`train.compile`) that is off, and one that is on (for all runs, or the block's runs its
+    `speed_runs` names) is named under `speed_options`; so does a built-in
     batching, and one of the user's (an extension file) puts its code under `batching_code`."""
     block_cfg, task = config["blocks"][block], config["tasks"][config["blocks"][block]["task"]]
     switches = variants_of(config)[variant]
@@ -43,6 +46,7 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     if entry != init:
         run |= {"initializer_entry": entry, "initializer_params": params}
     train = variant_settings(config, switches, "train")
+    speed = {k: True for k in SPEED_OPTIONS if train.get(k, False) or k in speed_runs(block_cfg, init, seed, variant)}
     return RunSpec(
         kind=task["kind"],
         model=variant_settings(config, switches, "model"),
@@ -58,9 +62,16 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
         languages=task["languages"],
         position_code=code_fingerprint(POSITION_ENCODINGS[switches["pos_encoding"]]),
         run=run,
-        speed_options={k: True for k in SPEED_OPTIONS if train.get(k, False)} or None,
+        speed_options=speed or None,
         batching_code=batching_code(train["batching"]),
     )
+
+
+def speed_runs(block_cfg: dict, init: str, seed: int, variant: str) -> set[str]:
+    """The speed options a block's `speed_runs` turns on for one of its runs, named `<initializer>/seed<k>/<variant>`
+    and matched by shell patterns: a block's later seeds may train faster without touching its earlier runs."""
+    name = f"{init}/seed{seed}/{variant}"
+    return {k for k, patterns in block_cfg.get("speed_runs", {}).items() if any(fnmatch(name, p) for p in patterns)}
 
 
 def batching_code(name: str) -> str | None:

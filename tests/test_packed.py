@@ -47,3 +47,36 @@ def test_a_packed_translation_run_trains_and_a_packed_classification_run_is_refu
     assert final["test_size"] == 16 and np.isfinite(final["best_valid_loss"])
     with pytest.raises(ValueError, match="train.packed is for translation runs, this one is classification"):
         loop.train_run(*job_of(make_spec(toy, "classification", speed_options={"packed": True})), tmp_path / "cls", CPU)
+
+
+def test_a_blocks_speed_runs_pack_those_runs_only():
+    """`speed_runs: {packed: [...]}` makes the named runs packed runs (their own identity) and leaves the block's other
+    runs, and so their committed records, as they were; a pattern naming no run, or an option the schema does not
+    know, is refused by its key."""
+    from embinit.checks import ConfigError, check
+    from embinit.config import load, violations
+    from embinit.specs import train_spec
+    from test_config import SCHEMA, _config
+
+    block = {"task": "multi30k", "sources": {"encoder": None, "decoder": None}, "dim": 300, "epochs": 20,
+             "batch_size": 64, "seeds": 3, "family": "GloVe", "initializers": ["Xavier"]}  # fmt: skip
+
+    def config(speed_runs):
+        return _config({"blocks": {"paper": block | {"speed_runs": speed_runs}}, "initializers": ["Xavier"]})
+
+    plain, packed = config({}), config({"packed": ["Xavier/seed2/nopos*"]})
+    runs = [(seed, variant) for seed in (0, 1, 2) for variant in ("nopos", "nopos_frozen", "frozen", "base")]
+    spec = {
+        (c, run): train_spec(cfg, "paper", "Xavier", *run, False)
+        for c, cfg in (("plain", plain), ("packed", packed))
+        for run in runs
+    }
+    for run in runs:
+        before, after = spec["plain", run], spec["packed", run]
+        if run in [(2, "nopos"), (2, "nopos_frozen")]:
+            assert after.speed_options == {"packed": True} and after.speed("packed") and after.digest != before.digest
+        else:
+            assert after == before and after.digest == before.digest
+    with pytest.raises(ConfigError, match=r"blocks\.paper\.speed_runs\.packed\[1\]: 'Xavier/seed3/\*' names none"):
+        check(config({"packed": ["Xavier/seed2/nopos*", "Xavier/seed3/*"]}))
+    assert any("pakced" in v for v in violations(load(SCHEMA), config({"pakced": ["Xavier/seed2/*"]})))
