@@ -1,4 +1,4 @@
-"""bench/gpu_step.py runs its smallest setting on the CPU with only what a lent GPU machine's image holds."""
+"""bench/gpu_step.py runs its smallest setting on the CPU with only what a GPU machine's image without internet holds."""
 
 import json
 import os

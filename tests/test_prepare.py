@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from conftest import DE, EN, IWSLT_TEST_SETS, write_gz_lines, write_iwslt, write_tsv
-from embinit.data.prepare import DataError, prepare
+from embinit.data.prepare import DataError, ReadOptions, prepare
 
 
 def _multi30k_files(root, en=EN, de=DE):
@@ -228,3 +228,18 @@ def test_utf8_bom_is_read_as_no_text_for_every_task_but_iwslt(tmp_path, task):
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     assert prepare(fmt, files, outs) == before
     assert all(pd.read_parquet(outs[s]).equals(frames[s]) for s in frames)
+
+
+def test_train_rows_samples_the_train_split_alone_the_same_every_time(tmp_path):
+    """`tasks.<task>.train_rows`: a seeded sample of the train split in file order; valid and test stay whole, and a
+    sample larger than the split is refused."""
+    outs = _outs(tmp_path)
+    files = _multi30k_files(tmp_path)
+    sizes = prepare("multi30k", files, outs, ReadOptions(train_rows=4))
+    assert sizes == {"train": 4, "valid": 6, "test": 6}
+    first = pd.read_parquet(outs["train"])
+    assert first["src"].map(DE.index).is_monotonic_increasing and set(first["src"]) < set(DE)
+    prepare("multi30k", files, outs, ReadOptions(train_rows=4))
+    pd.testing.assert_frame_equal(pd.read_parquet(outs["train"]), first)
+    with pytest.raises(DataError, match="train_rows: 7 is more than the train split's 6 rows"):
+        prepare("multi30k", files, outs, ReadOptions(train_rows=7))

@@ -1,5 +1,5 @@
 """bench/stacked_step.py: k translators stacked on a run axis compute what the k models compute (dropout off), and
-the bench runs on the CPU with only what a lent GPU machine's image holds (its next lease measures it there)."""
+the bench runs on the CPU with only what a GPU machine's image without internet holds."""
 
 import json
 import os

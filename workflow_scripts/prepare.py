@@ -20,6 +20,6 @@ with job_log(snakemake.log[0]):
         dataset = hf_dataset.HFDataset.from_config(p.task, p.kind, p.dataset, p.num_classes)
         sizes = hf_dataset.prepare(dataset, outputs)
     else:
-        options = ReadOptions(drop_empty=p.drop_empty, unescape_entities=p.unescape_entities)
+        options = ReadOptions(p.drop_empty, p.unescape_entities, p.get("train_rows"))
         sizes = prepare(p.fmt, dict(snakemake.input.items()), outputs, options)
     logging.info("split sizes: %s", sizes)

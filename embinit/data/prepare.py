@@ -23,6 +23,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import pandas as pd
 
 from embinit.io import atomic_path
@@ -87,6 +88,7 @@ class ReadOptions:
 
     drop_empty: bool = True  # drop a pair or row with an empty or blank-only sentence (logged)
     unescape_entities: bool = False  # IWSLT only: `&amp;` in a <seg> read as `&` (HF leaves it as written)
+    train_rows: int | None = None  # a seeded sample of this many train rows, in file order; None: all of them
 
 
 PairReader = Callable[[Path, Path, ReadOptions, list[str]], list[tuple[str, str]]]
@@ -265,7 +267,19 @@ def prepare(
     fmt: str, files: dict[str, str | list[str]], outputs: dict[str, str], options: ReadOptions = ReadOptions()
 ) -> dict[str, int]:
     """Read a dataset's raw files (roles as in config `tasks.<task>.files`) and write one Parquet per split."""
-    return write_splits(FORMATS[fmt](files, options), outputs)
+    splits = FORMATS[fmt](files, options)
+    if options.train_rows is not None:
+        splits["train"] = sample_rows(splits["train"], options.train_rows)
+    return write_splits(splits, outputs)
+
+
+def sample_rows(frame: pd.DataFrame, rows: int) -> pd.DataFrame:
+    """`rows` rows drawn once with seed 0 and kept in file order: a smaller train split that is the same on every
+    machine (config `tasks.<task>.train_rows`)."""
+    if rows > len(frame):
+        raise DataError(f"tasks.<task>.train_rows: {rows} is more than the train split's {len(frame)} rows")
+    keep = np.sort(np.random.default_rng(0).choice(len(frame), rows, replace=False))
+    return frame.iloc[keep].reset_index(drop=True)
 
 
 def write_splits(splits: dict[str, pd.DataFrame], outputs: dict[str, str]) -> dict[str, int]:

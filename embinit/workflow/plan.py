@@ -104,7 +104,8 @@ class Plan:
                 "num_classes": entry.get("num_classes"),
                 "dataset": entry["dataset"],
             }
-        return {"drop_empty": entry["drop_empty"], "unescape_entities": entry.get("unescape_entities", False)}
+        sample = {"train_rows": entry["train_rows"]} if "train_rows" in entry else {}  # absent: all, as before
+        return {"drop_empty": entry["drop_empty"], "unescape_entities": entry.get("unescape_entities", False), **sample}
 
     def tokenizer_input(self, tokenizer: str) -> list[str] | str:
         """The raw tokenizer file a sub-word vocabulary reads (none for spaCy)."""

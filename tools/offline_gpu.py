@@ -1,16 +1,16 @@
-"""Train runs on a GPU machine without internet (a lent one, a rented box) through the workflow itself.
+"""Train runs on a GPU machine without internet (your own, a rented box) through the workflow itself.
 
-    .venv/bin/python tools/lease.py prepare --configfile config/paper-scale-cpu.yaml [--mirror DIR] -- TARGET ...
-    (there, in a copy of this checkout with the paths `prepare` lists)   bash .lease/run.sh
-    .venv/bin/python tools/lease.py collect records-run.tgz
+    .venv/bin/python tools/offline_gpu.py prepare --configfile config/paper-scale-cpu.yaml [--mirror DIR] -- TARGET ...
+    (there, in a copy of this checkout with the paths `prepare` lists)   bash .offline-gpu/run.sh
+    .venv/bin/python tools/offline_gpu.py collect records-run.tgz
 
-`prepare` (here, with internet or the mirror) writes .lease/ (ignored by git): the wheels of snakemake and what it
+`prepare` (here, with internet or the mirror) writes .offline-gpu/ (ignored by git): the wheels of snakemake and what it
 needs beyond the GPU machine's Python packages (Python 3.12, x86-64); run.sh, which installs them beside that Python,
 runs `snakemake --profile profiles/local-gpu` on the targets with the rules that build layers and train (nothing
 fetched; --stack K: a block's runs K to a process, as one stacked model, config cluster.stack), and packs every run record it wrote into $OUT/records-<script>.tgz (or ./records-<script>.tgz); and carry.txt, the ignored
 paths the machine needs: the vocabularies, tokenized splits and BLEU references, and each block's extracted
 pre-trained matrix, built here first (a carry over a device call's 8 paths or 64 MiB stops prepare, naming why). `collect` unpacks the records into the results directory, each as the train
-rule wrote it, and lists them (docs/performance.md, "Training on a lent or rented GPU").
+rule wrote it, and lists them (docs/performance.md, "A GPU machine without internet").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tarfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LEASE = REPO / ".lease"
+BUNDLE = REPO / ".offline-gpu"
 # The GPU machine's Python and its packages (the device image's list, /work/.library/device/KINDS.md): a wheel of one of
 # these is not carried. pulp (16 MB) is left out too: run.sh schedules with --scheduler greedy, which never imports it.
 PYTHON, PLATFORMS = "3.12", ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
@@ -122,7 +122,7 @@ def carry_problem(carry: list[str], files: list[tuple[int, Path]], tracked: int 
     """Why a device call cannot take `carry` (its `carried` files) along beside `tracked` bytes of the checkout: too
     many paths or bytes, the largest files named; or None."""
     if len(carry) > CARRY_PATHS:
-        return f"{len(carry)} paths to carry, a device call takes {CARRY_PATHS}: {carry}; prepare one lease a block"
+        return f"{len(carry)} paths to carry, a device call takes {CARRY_PATHS}: {carry}; prepare one bundle a block"
     if (total := sum(size for size, _ in files)) + tracked > CARRY_BYTES:
         largest = ", ".join(f"{p.relative_to(REPO)} ({size / 2**20:.1f} MiB)" for size, p in files[:5])
         return (f"{total / 2**20:.0f} MiB to carry beside the checkout's {tracked / 2**20:.0f} MiB, a device call "
@@ -131,21 +131,21 @@ def carry_problem(carry: list[str], files: list[tuple[int, Path]], tracked: int 
 
 
 RUN_SH = """#!/usr/bin/env bash
-# Written by tools/lease.py prepare: the workflow on this GPU machine, then every record it wrote packed in one file.
+# Written by tools/offline_gpu.py prepare: the workflow on this GPU machine, then every record it wrote packed in one file.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \\
-    .lease/wheels/*.whl || exit
+    .offline-gpu/wheels/*.whl || exit
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 out=${{OUT:-.}}
-{bench}# stopped (SIGTERM: jobs cancelled, their partial outputs removed) in time to pack what finished; LEASE_TIME_LIMIT
+{bench}# stopped (SIGTERM: jobs cancelled, their partial outputs removed) in time to pack what finished; GPU_TIME_LIMIT
 # overrides the limit, for a script started later in a call than planned
-timeout --kill-after=30 "${{LEASE_TIME_LIMIT:-{time_limit}}}" python3 -m snakemake --profile profiles/local-gpu --cores "$(nproc)" \\
+timeout --kill-after=30 "${{GPU_TIME_LIMIT:-{time_limit}}}" python3 -m snakemake --profile profiles/local-gpu --cores "$(nproc)" \\
     --resources gpu_jobs={gpu_jobs} --scheduler greedy --allowed-rules {rules} {args}
 status=$?
 find {results} -path '*/seed*/*' \\( -name final.json -o -name metrics.parquet -o -name 'test.*.txt' \\
-    -o -name train.log \\) -newer .lease/{script} -print0 | tar -czf "$out/records-{stem}.tgz" --null -T -
+    -o -name train.log \\) -newer .offline-gpu/{script} -print0 | tar -czf "$out/records-{stem}.tgz" --null -T -
 tar -tzf "$out/records-{stem}.tgz" | grep -c final.json | sed 's/$/ run records packed/'
 exit $status
 """
@@ -158,17 +158,17 @@ BENCH = """PYTHONPATH=$PWD:$PWD/bench:/tmp/site timeout 300 python3 bench/stacke
 """
 
 
-# --detach: one lease over two device calls (a command runs 10 minutes at most, a machine stays warm 30 s between
+# --detach: one GPU session over two calls (a command runs 10 minutes at most, a machine stays warm 30 s between
 # calls). The run script trains in the background, in a copy of the checkout, so the second call's copy of the tree
 # touches nothing it reads; each call hands back what it has packed so far.
 DETACH_SH = """#!/usr/bin/env bash
-# Written by tools/lease.py prepare --detach. Call 1: start; call 2, at once while the machine is warm: collect.
-#   bash .lease/detach.sh start <script> <deadline s> <wait s>: copies this checkout to $WORK and starts .lease/<script>
+# Written by tools/offline_gpu.py prepare --detach. Call 1: start; call 2, at once while the machine is warm: collect.
+#   bash .offline-gpu/detach.sh start <script> <deadline s> <wait s>: copies this checkout to $WORK and starts .offline-gpu/<script>
 #     there in a new session, stopped in time to pack its records <deadline s> from now; waits up to <wait s>
-#   bash .lease/detach.sh collect <wait s>: waits up to <wait s> for it to end
+#   bash .offline-gpu/detach.sh collect <wait s>: waits up to <wait s> for it to end
 # Each then copies the records packed so far and the run's log into $OUT and says whether the run has ended.
 set -uo pipefail
-STATE=${{LEASE_STATE:-/tmp/lease-state}} WORK=${{LEASE_WORK:-/tmp/lease-work}}
+STATE=${{GPU_STATE:-/tmp/offline-gpu-state}} WORK=${{GPU_WORK:-/tmp/offline-gpu-work}}
 wait_for() {{
     local end=$(($(date +%s) + $1))
     while [ ! -e "$STATE/done" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
@@ -178,16 +178,16 @@ hand_back() {{
     grep -E 'of [0-9]+ steps|run records packed|Error|Terminated' "$STATE/run.log" | tail -5
     echo "epochs so far: $(find "$WORK/results" -name train.log -newer "$STATE/t0" -exec grep -ho ' epoch [0-9]*:' {{}} + |
         sort -u | wc -l) (the most any run logged)"
-    if [ -e "$STATE/done" ]; then echo "lease: ended, $(cat "$STATE/done")"; else echo "lease: still running"; fi
+    if [ -e "$STATE/done" ]; then echo "offline-gpu: ended, $(cat "$STATE/done")"; else echo "offline-gpu: still running"; fi
 }}
 case ${{1:-}} in
 start)
     rm -rf "$STATE" "$WORK" && mkdir -p "$STATE" && touch "$STATE/t0" && cp -a "$(dirname "$0")/.." "$WORK" || exit
-    setsid -f bash -c 'LEASE_TIME_LIMIT=$1 OUT=$2 bash "$3/.lease/$4"; echo "exit $?" > "$2/done"' _ \\
+    setsid -f bash -c 'GPU_TIME_LIMIT=$1 OUT=$2 bash "$3/.offline-gpu/$4"; echo "exit $?" > "$2/done"' _ \\
         $(($3 - 45)) "$STATE" "$WORK" "$2" > "$STATE/run.log" 2>&1 < /dev/null
     wait_for "$4"; hand_back ;;
 collect) wait_for "$2"; hand_back ;;
-*) echo "usage: bash .lease/detach.sh start <script> <deadline s> <wait s> | collect <wait s>" >&2; exit 2 ;;
+*) echo "usage: bash .offline-gpu/detach.sh start <script> <deadline s> <wait s> | collect <wait s>" >&2; exit 2 ;;
 esac
 """
 
@@ -199,34 +199,34 @@ def prepare(args: argparse.Namespace) -> None:
     subprocess.run(
         [*sm, *data_stage, *snakemake_args(args.configfile, args.mirror, args.targets)], cwd=REPO, check=True
     )
-    kept = wheels(LEASE / "wheels")
+    kept = wheels(BUNDLE / "wheels")
     blocks = block_dirs(args.configfile, args.targets)
     there = " ".join(map(shlex.quote, snakemake_args(args.configfile, None, args.targets, args.stack)))
-    run_sh = LEASE / args.script
+    run_sh = BUNDLE / args.script
     run_sh.write_text(
         RUN_SH.format(rules=" ".join(RULES), args=there, results=" ".join(blocks), gpu_jobs=args.gpu_jobs,
                       script=args.script, stem=Path(args.script).stem, time_limit=args.time_limit,
                       bench=BENCH if args.bench else ""),
         encoding="utf-8",
     )  # fmt: skip
-    carry_txt = LEASE / "carry.txt"  # every script's paths: one call carries what any of them needs
+    carry_txt = BUNDLE / "carry.txt"  # every script's paths: one call carries what any of them needs
     before = carry_txt.read_text(encoding="utf-8").split() if carry_txt.exists() else []
-    carry = list(dict.fromkeys([".lease", *before, *data_dirs(args.configfile, blocks), *pretrained_files(blocks)]))
+    carry = list(dict.fromkeys([".offline-gpu", *before, *data_dirs(args.configfile, blocks), *pretrained_files(blocks)]))
     files = carried(carry)
     if problem := carry_problem(carry, files, tracked_bytes()):
-        raise SystemExit(f"tools/lease.py prepare: {problem}")
+        raise SystemExit(f"tools/offline_gpu.py prepare: {problem}")
     carry_txt.write_text("\n".join(carry) + "\n", encoding="utf-8")
     size = sum(size for size, _ in files) / 2**20
-    print(f"{len(kept)} wheels in .lease/wheels; carry ({size:.0f} MiB; the tracked files travel beside): {carry}")
+    print(f"{len(kept)} wheels in .offline-gpu/wheels; carry ({size:.0f} MiB; the tracked files travel beside): {carry}")
     if args.detach:
-        (LEASE / "detach.sh").write_text(DETACH_SH.format(), encoding="utf-8")
-        print(f"device call 1 (timeout_s 600), carry as above: 'bash .lease/detach.sh start {args.script} "
+        (BUNDLE / "detach.sh").write_text(DETACH_SH.format(), encoding="utf-8")
+        print(f"device call 1 (timeout_s 600), carry as above: 'bash .offline-gpu/detach.sh start {args.script} "
               f"{args.detach} 550'; call 2 at once (no carry; its timeout_s the budget left less 30): 'bash "
-              ".lease/detach.sh collect <that less 15>'; then: tools/lease.py collect <files_at>/records-<script>.tgz")  # fmt: skip
+              ".offline-gpu/detach.sh collect <that less 15>'; then: tools/offline_gpu.py collect <files_at>/records-<script>.tgz")  # fmt: skip
     else:
         print(
-            f"device call: command 'bash .lease/{args.script}', carry as above; then: "
-            "tools/lease.py collect <files_at>/records-<script>.tgz"
+            f"device call: command 'bash .offline-gpu/{args.script}', carry as above; then: "
+            "tools/offline_gpu.py collect <files_at>/records-<script>.tgz"
         )
 
 
@@ -248,7 +248,7 @@ def main() -> None:
     p.add_argument("--gpu-jobs", type=int, default=8, help="there, training jobs sharing the GPU (profiles/local-gpu)")
     p.add_argument("--stack", type=int, default=0, help="there, runs of a block in one stacked process (0: each alone)")
     p.add_argument("--bench", action="store_true", help="there, first time the stacked step (bench/stacked_step.py)")
-    p.add_argument("--script", default="run.sh", help="its name in .lease/ (one per result set or call)")
+    p.add_argument("--script", default="run.sh", help="its name in .offline-gpu/ (one per result set or call)")
     p.add_argument("--time-limit", type=int, default=3_000_000, help="seconds snakemake runs there before the packing")
     p.add_argument("--detach", type=int, default=0, metavar="DEADLINE",
                    help="there, over two calls: records packed DEADLINE seconds after the first call's start")  # fmt: skip
