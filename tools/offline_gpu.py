@@ -211,13 +211,17 @@ def prepare(args: argparse.Namespace) -> None:
     )  # fmt: skip
     carry_txt = BUNDLE / "carry.txt"  # every script's paths: one call carries what any of them needs
     before = carry_txt.read_text(encoding="utf-8").split() if carry_txt.exists() else []
-    carry = list(dict.fromkeys([".offline-gpu", *before, *data_dirs(args.configfile, blocks), *pretrained_files(blocks)]))
+    carry = list(
+        dict.fromkeys([".offline-gpu", *before, *data_dirs(args.configfile, blocks), *pretrained_files(blocks)])
+    )
     files = carried(carry)
     if problem := carry_problem(carry, files, tracked_bytes()):
         raise SystemExit(f"tools/offline_gpu.py prepare: {problem}")
     carry_txt.write_text("\n".join(carry) + "\n", encoding="utf-8")
     size = sum(size for size, _ in files) / 2**20
-    print(f"{len(kept)} wheels in .offline-gpu/wheels; carry ({size:.0f} MiB; the tracked files travel beside): {carry}")
+    print(
+        f"{len(kept)} wheels in .offline-gpu/wheels; carry ({size:.0f} MiB; the tracked files travel beside): {carry}"
+    )
     if args.detach:
         (BUNDLE / "detach.sh").write_text(DETACH_SH.format(), encoding="utf-8")
         print(f"device call 1 (timeout_s 600), carry as above: 'bash .offline-gpu/detach.sh start {args.script} "
