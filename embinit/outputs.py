@@ -380,6 +380,7 @@ OUTPUTS: dict[str, Output] = {
             requires=Requires(translation=True),
         ),
         Output("paper_comparison", "Paper vs ours", Selection(tables=True)),
+        Output("findings", "Paper vs ours", Selection(tables=True)),  # the paper's claims, a row each
         Output(  # every run in one table: the HTML report's is sortable and filterable
             "runs",
             "Runs",

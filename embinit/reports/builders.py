@@ -125,6 +125,11 @@ def paper_comparison(job) -> pd.DataFrame:
     )
 
 
+def findings(job) -> pd.DataFrame:
+    inp, out = job.input, job.output
+    return comparison.findings(list(inp.tables), _rows(job), inp.paper_tables, out.csv, out.md, job.params.seeded)
+
+
 def embedding_matches(job) -> pd.DataFrame:
     return write_match_report(_layers(job).to_dict("records"), job.output.csv)
 

@@ -330,12 +330,10 @@ def _beyond_markdown(parts: dict[int, pd.DataFrame]) -> str:
     )
 
 
-def paper_comparison(
-    table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_path, seeded: Collection[int]
-) -> pd.DataFrame:
-    """paper_comparison.csv / .md: our tables (`table<N>.csv` among `table_csvs`) beside the paper's numbers, and
-    the findings judged on the runs of the `seeded` tables (Tables 1, 3 and 7: their cells are means over seeds, so
-    their checks are paired by seed; `runs`: their run sheet rows, column `output`)."""
+def judged(table_csvs, runs: pd.DataFrame, paper_csv, seeded: Collection[int]):
+    """The paper's cells, our tables' cells and the findings' checks judged on the runs of the `seeded` tables
+    (Tables 1, 3 and 7: their cells are means over seeds, so their checks are paired by seed; `runs`: their run
+    sheet rows, column `output`), with our tables by number."""
     paper = pd.read_csv(paper_csv)
     found = {}
     for path in map(Path, table_csvs):
@@ -344,11 +342,20 @@ def paper_comparison(
                 raise ValueError(f"Table {m[1]} is given twice: {found[int(m[1])]} and {path}")
             found[int(m[1])] = path
     ours = pd.concat([table_cells(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in LAYOUT])
-    cells = compare(paper, ours)
     values = seeded_cells(runs)
     checks = pd.DataFrame(
         [evaluate(c, values, ours, paper, seeded) for check in CHECKS for c in expand(check, paper, seeded)]
     )
+    return paper, ours, checks, found
+
+
+def paper_comparison(
+    table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_path, seeded: Collection[int]
+) -> pd.DataFrame:
+    """paper_comparison.csv / .md: our tables (`table<N>.csv` among `table_csvs`) beside the paper's numbers, and
+    the findings judged on the runs of the seeded tables (`judged`)."""
+    paper, ours, checks, found = judged(table_csvs, runs, paper_csv, seeded)
+    cells = compare(paper, ours)
     names = ", ".join(p.name for _, p in sorted(found.items())) or "none"
     md = (
         f"# Paper vs ours\n\nThe paper's numbers ({Path(paper_csv).name}) beside ours ({names}): {len(cells)} cells "
@@ -361,3 +368,22 @@ def paper_comparison(
     )
     write_csv_md(csv_path, md_path, cells, md)
     return checks
+
+
+FINDING_COLUMNS = ["finding", "claim", "table", "column", "paper_diff", "diff", "ci_low", "ci_high", "p", "n_seeds",
+                   "verdict"]  # fmt: skip
+
+
+def findings(table_csvs, runs: pd.DataFrame, paper_csv, csv_path, md_path, seeded: Collection[int]) -> pd.DataFrame:
+    """findings.csv / .md: each of the paper's claims measured here, a row each: the paper's Δ, ours with its 95%
+    interval and seeds, the verdict (the claims paper_comparison.md words; the front page's table reads this)."""
+    checks = judged(table_csvs, runs, paper_csv, seeded)[2]
+    rows = checks[checks.verdict != "not measured here"][FINDING_COLUMNS].astype({"n_seeds": int})
+    md = (
+        "# Findings\n\nThe paper's claims measured here: the paper's Δ (from its means), ours (paired by seed on "
+        "Tables 1, 3 and 7, with the 95% t-interval; exact on Tables 2 and 4, 0 seeds) and the verdict.\n\n"
+        + rows.to_markdown(index=False, floatfmt=".2f")
+        + "\n"
+    )
+    write_csv_md(csv_path, md_path, rows, md)
+    return rows
