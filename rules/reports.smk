@@ -29,3 +29,25 @@ for _out in OUTPUTS.values():
             config=_out.config_of(config),  # a changed section (e.g. table4's seed or pos_rows) rebuilds it
         script:
             "../workflow_scripts/report.py"
+
+
+rule summary:
+    input:
+        records=[
+            f"{s}/{f}"
+            for s in config["summary"]["sets"].values()
+            for f in ("runs.csv", "paper_comparison.csv", "findings.csv", "table3.csv")
+        ],
+        code="embinit/reports/summary.py",  # its figure and table: an edit there rebuilds them
+    output:
+        **{fmt: f"{config['summary']['to']}.{fmt}" for fmt in ("png", "svg", "md")},
+    log:
+        f"{config['summary']['to']}.log",
+    localrule: True
+    conda:
+        PIPELINE_ENV
+    params:
+        sets=config["summary"]["sets"],
+        finding1=config["summary"]["finding1"],
+    script:
+        "../workflow_scripts/summary.py"

@@ -34,13 +34,13 @@ PATHS = {
 def first_run_config() -> dict:
     config = load_default_config()
     config.update(outputs=["table1", "runs"], run_blocks=["sst2_glove6b50d"])
-    config["blocks"]["sst2_glove6b50d"].update(seeds=3, initializers=["Xavier", "Pretrained", "Pretrained_Xavier"])
+    config["blocks"]["sst2_glove6b50d"].update(seeds=3, initializers=["Xavier", "Pretrained"])
     return config
 
 
 @pytest.fixture
 def first_run_rows(monkeypatch) -> pd.DataFrame:
-    """The run table's sheet rows of results/first-run's nine committed SST-2 runs (paths from the repository)."""
+    """The run table's sheet rows of results/first-run's six committed SST-2 runs (paths from the repository)."""
     monkeypatch.chdir(REPO)
     sheet = run_sheet(first_run_config(), PATHS)
     return sheet[sheet.output == "runs"].reset_index(drop=True)
@@ -70,7 +70,7 @@ def test_every_run_rows_are_the_configured_outputs_runs_once_then_the_records_no
 
 def test_the_run_table_holds_each_records_settings_and_scores(first_run_rows):
     table = run_table(first_run_rows)
-    assert len(table) == 9 and table.path.is_unique
+    assert len(table) == 6 and table.path.is_unique
     for row in table.itertuples():
         record = json.loads((REPO / row.path / "final.json").read_text())
         assert (row.block, row.initializer, row.seed, row.variant) == tuple(
@@ -84,8 +84,8 @@ def test_the_run_table_holds_each_records_settings_and_scores(first_run_rows):
         assert row.training_code == record["training_code"] and row.shown_in == "table1"
         assert row.epochs_run == len(pd.read_parquet(REPO / row.path / "metrics.parquet"))
     assert "test_paper_bleu" not in table  # no run of this set has BLEU: no empty column
-    pretrained_xavier = table[table.initializer == "Pretrained_Xavier"].iloc[0]
-    assert pretrained_xavier.label == "GloVe_Xavier" and pretrained_xavier.initializer_entry == "Pretrained_Xavier"
+    pretrained = table[table.initializer == "Pretrained"].iloc[0]
+    assert pretrained.label == "GloVe" and pretrained.initializer_entry == "Pretrained"
 
 
 def test_tensorboard_events_read_back_with_tensorboards_reader_as_the_metrics_and_settings(first_run_rows, tmp_path):
@@ -114,7 +114,7 @@ def test_tensorboard_events_read_back_with_tensorboards_reader_as_the_metrics_an
     assert {"block", "initializer", "seed", "variant", "lr"} <= {h.name for h in experiment.hparam_infos}
     write_tensorboard(table, first_run_rows.metrics.tolist(), tmp_path / "b")  # the same records, the same bytes
     files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob(EVENTS))
-    assert len(files) == 10
+    assert len(files) == 7  # one a run, one for the experiment
     assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
 
 
@@ -233,8 +233,8 @@ def test_the_run_tables_page_sorts_and_filters_in_headless_chromium(first_run_ro
     dom, rows = rendered(page, CLICKS, tmp_path)
     column = list(table.columns)
     kept = table[table.initializer.str.lower().str.contains("pretrained")]
-    assert len(rows) == len(kept) == 6 and f"{len(kept)} of {len(table)} runs" in dom
-    assert {r[column.index("initializer")][1] for r in rows} == {"Pretrained", "Pretrained_Xavier"}
+    assert len(rows) == len(kept) == 3 and f"{len(kept)} of {len(table)} runs" in dom
+    assert {r[column.index("initializer")][1] for r in rows} == {"Pretrained"}
     losses = [float(r[column.index("best_valid_loss")][0]) for r in rows]
     assert losses == sorted(kept.best_valid_loss)
 

@@ -179,7 +179,7 @@ def test_gpu_profiles_can_pack_training_jobs_on_one_gpu(tmp_path):
 
 @needs_shared
 def test_first_run_config_trains_only_sst2_and_builds_its_outputs(tmp_path):
-    """README command 1: config/first-run.yaml plans 9 SST-2 runs and none of Multi30k's (`outputs` subset)."""
+    """README command 1: config/first-run.yaml plans 6 SST-2 runs and none of Multi30k's (`outputs` subset)."""
     plan = planned_outputs(
         run_snakemake(
             ["-n", "--configfile", str(REPO / "config/first-run.yaml"), "--config", f"mirror={SHARED_DATA}"],
@@ -187,8 +187,9 @@ def test_first_run_config_trains_only_sst2_and_builds_its_outputs(tmp_path):
         )
     )
     runs = {p for p in plan if p.endswith("/final.json")}
-    assert len(runs) == 9 and all(p.startswith("results/first-run/sst2_glove6b50d/") for p in runs)
-    assert {f"results/first-run/{n}.csv" for n in ("table1", "table2", "table4", "table6", "paper_comparison")} <= plan
+    assert len(runs) == 6 and all(p.startswith("results/first-run/sst2_glove6b50d/") for p in runs)
+    tables = ("table1", "table2", "table4", "table6", "paper_comparison", "findings")
+    assert {f"results/first-run/{n}.csv" for n in tables} <= plan
     assert not {p for p in plan if "table3" in p or "figure1" in p or "table7" in p}
 
 
@@ -209,4 +210,4 @@ def test_the_readme_extension_example_puts_its_initializer_in_table1(tmp_path):
     layer = "results/first-run/sst2_glove6b50d/Xavier_Scaled/seed0/embedding_encoder.npy"
     lines = proc.stdout.splitlines()
     output = lines.index(f"    output: {layer}")
-    assert lines[output - 1] == "    input: data/vocab/sst2/spacy/encoder.parquet"  # no pre-trained layer
+    assert lines[output - 1] == "    input: data/first-run/vocab/sst2/spacy/encoder.parquet"  # no pre-trained layer
