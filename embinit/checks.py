@@ -175,6 +175,18 @@ def check(config: dict) -> None:
     _check_datasets(config)
     _check_heads(config)
     _check_dims(config)
+    _check_accepted_code(config)
+
+
+def _check_accepted_code(config: dict) -> None:
+    """Each training code digest the config accepts leads to today's through committed proofs that hold: a digest
+    listed without one would keep records of code that may train otherwise."""
+    if config["accepted_training_code"]:
+        from embinit.proofs import accepted_problems
+        from embinit.training.digest import code_digest  # only here: most configs accept no older code
+
+        if problems := accepted_problems(config["accepted_training_code"], code_digest()):
+            raise ConfigError("\n".join(problems))
 
 
 def _check_outputs(config: dict) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Iterator
 
-from embinit.fingerprints import MODULE_PREFIX
+from embinit.fingerprints import MODULE_PREFIX, FingerprintError, code_fingerprint
 from embinit.layers.initializers import INITIALIZERS
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.registry import Registry, Snapshot
@@ -123,6 +123,13 @@ def _load_one(path: str | Path) -> ModuleType:
                 raise ExtensionError(
                     f"extension {path}: {kind} {key!r} is already registered ({by}); choose another name"
                 )
+    for kind, reg in regs.items():
+        for key in sorted(reg.keys() - before[kind].entries.keys()):
+            try:  # what its code reads must fit its fingerprint, the identity of the jobs that run it
+                code_fingerprint(reg[key])
+            except FingerprintError as error:
+                undo()
+                raise ExtensionError(f"extension {path}: {kind} {key!r}: {error}") from None
     for kind, reg in regs.items():
         for key in reg.keys() - before[kind].entries.keys():
             _ORIGIN[(kind, key)] = resolved

@@ -99,7 +99,37 @@ def _own_part(obj) -> tuple[frozenset, tuple]:
                 named += held
             except _RegistryState:
                 pass
+        elif type(value).__module__ == "numpy":  # a numpy scalar or array: its dtype, shape and bytes
+            parts.add((f"{qualname}:{name}", _array(value)))
+        elif _extension(obj) and not (inspect.ismodule(value) or callable(value)):  # data, not another library's code
+            parts.add((f"{qualname}:{name}", _stable_repr(obj, name, value)))
     return frozenset(parts), tuple(named)
+
+
+def _array(value) -> str:
+    """A numpy value as its dtype, shape and a digest of its bytes (an array's repr elides its middle)."""
+    data = value.tobytes() if hasattr(value, "tobytes") else repr(value).encode()
+    return f"{getattr(value, 'dtype', type(value).__name__)}{getattr(value, 'shape', ())}:{hashlib.sha256(data).hexdigest()}"
+
+
+def _extension(obj) -> bool:
+    """Code of an extension file (a Source is always embinit's own)."""
+    return not isinstance(obj, Source) and getattr(inspect.getmodule(obj), "__name__", "").startswith(MODULE_PREFIX)
+
+
+class FingerprintError(ValueError):
+    """A module-level value an extension's code reads that no fingerprint can hold (its repr names an address)."""
+
+
+def _stable_repr(obj, name: str, value) -> str:
+    """Any other value an extension's code reads, by its repr; one whose repr is an address is refused by name."""
+    text = repr(value)
+    if " at 0x" in text:
+        raise FingerprintError(
+            f"{inspect.getsourcefile(obj)}: {obj.__qualname__} reads the module-level {name} = {text}, a value no "
+            "fingerprint can hold; make it a number, string, container of them or numpy value, or a function of ours"
+        )
+    return text
 
 
 class _RegistryState(Exception):

@@ -7,6 +7,8 @@ committed record itself where the newer code reproduces it on the proving machin
 again on that machine (floating-point kernels differ between CPUs, so a record made elsewhere may be reproducible by
 neither). A proof file keeps both runs' numbers, so a test checks it against the committed records without training
 anything (tests/test_records.py). Proofs chain: a digest proven equal to one proven equal to today's is accepted too.
+A record a result set has since trained again under newer code stays as the proof's witness in PROOFS/witnesses/.
+The workflow's config check follows the chain of every accepted digest before any job (`accepted_problems`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 
 from embinit.io import write_text_atomic
 
+PROOFS = Path(__file__).resolve().parents[1] / "resources" / "code_proofs"  # committed, beside the package
 # Record fields that say where and how fast a run ran, or which code and spec made it, not what it learned
 PLACE_FIELDS = (
     "train_minutes_per_epoch",
@@ -136,3 +139,21 @@ def proof_problems(proof: dict, repo: str | os.PathLike) -> list[str]:
         return problems  # the older commit trained again on the proving machine: the record's own CPU may differ
     return problems + [f"{proof['path']}: {proof['record']} differs from its {side} run: {d}"
                        for d in differences(committed, proof[side]["numbers"])]  # fmt: skip
+
+
+def accepted_problems(accepted: list[str], current: str, proofs_dir=PROOFS) -> list[str]:
+    """Why a result set may not keep records of the training code digests it `accepted`: a digest no chain of
+    committed proofs leads from to `current`, or a proof on the way that does not hold (`proof_problems`)."""
+    proofs, repo = load_proofs(proofs_dir), Path(proofs_dir).resolve().parents[1]
+    problems = []
+    for i, digest in enumerate(accepted):
+        chain = proof_chain(digest, current, proofs)
+        if chain is None:
+            problems.append(
+                f"config key accepted_training_code[{i}]: no committed proof leads from training code {digest} to "
+                f"today's {current[:8]} ({proofs_dir}; tools/prove_training_code.py writes one)"
+            )
+        problems += [
+            f"config key accepted_training_code[{i}]: {p}" for proof in chain or [] for p in proof_problems(proof, repo)
+        ]
+    return problems

@@ -9,11 +9,14 @@ from embinit.data.vocab import SPLIT_LAYOUT
 from embinit.runsheet import fetched_raw
 from embinit.workflow.paths import fill
 
+# Where a fetch looks and how it waits: an object, which Snakemake leaves out of its rerun trigger, so a new mirror or
+# timeout refetches nothing (the lock file is no input for the same reason; fetch reads it, and retries network errors)
+FETCH = FetchSettings.from_config(config)
+
 # A cached raw file that changed since its fetch (cut, edited) stops the run here, before any job reads it.
 if workflow.is_main_process:
-    _settings = FetchSettings.from_config(config)
     for _relpath, _remote in config["remotes"].items():
-        check_cached(_relpath, _remote, W.raw(_relpath), _settings)
+        check_cached(_relpath, _remote, W.raw(_relpath), FETCH)
 
 
 # Members of one archive (the 16 IWSLT2017 files of de-en.zip) come from one job: one download, one read of the zip.
@@ -31,10 +34,8 @@ rule fetch:
     conda:
         PIPELINE_ENV
     params:
-        remote=lambda wc: config["remotes"][wc.relpath],
-        # an object, which Snakemake leaves out of its rerun trigger: a new mirror or timeout refetches nothing
-        # (the lock file is no input for the same reason; fetch reads it, and retries network errors itself)
-        settings=FetchSettings.from_config(config),
+        remotes=lambda wc: {wc.relpath: config["remotes"][wc.relpath]},
+        settings=FETCH,
     script:
         "../workflow_scripts/fetch.py"
 
@@ -54,9 +55,9 @@ for _url, _members in ARCHIVES.items():
             PIPELINE_ENV
         params:
             remotes={rel: config["remotes"][rel] for rel in _members},
-            settings=FetchSettings.from_config(config),
+            settings=FETCH,
         script:
-            "../workflow_scripts/fetch_members.py"
+            "../workflow_scripts/fetch.py"
 
 
 # The remotes of every raw file the jobs of config `outputs` fetch (the DAG of `all`), by relpath: what prefetch and
@@ -64,34 +65,24 @@ for _url, _members in ARCHIVES.items():
 NEEDED_REMOTES = {rel: config["remotes"][rel] for rel in fetched_raw(config, W.runs, W.layers)}
 
 
-rule prefetch:
-    """Fetch every raw file the outputs need, e.g. on a login node; every failure listed at the end."""
-    log:
-        fill(P.data_log, stage="prefetch", name="summary"),
-    localrule: True
-    conda:
-        PIPELINE_ENV
-    params:
-        remotes=NEEDED_REMOTES,
-        raw_dir=W.raw(""),
-        settings=FetchSettings.from_config(config),
-    script:
-        "../workflow_scripts/prefetch.py"
+# prefetch: every raw file the outputs need, e.g. on a login node, each failure listed at the end; preflight: one
+# table of them (hash, cached copy, mirror hit, what the remote says), no download
+for _name, _log in (("prefetch", "summary"), ("preflight", "table")):
 
-
-rule preflight:
-    """One table of every remote the run needs: hash, cached copy, mirror hit, what the remote says (no download)."""
-    log:
-        fill(P.data_log, stage="preflight", name="table"),
-    localrule: True
-    conda:
-        PIPELINE_ENV
-    params:
-        remotes=NEEDED_REMOTES,
-        raw_dir=W.raw(""),
-        settings=FetchSettings.from_config(config),
-    script:
-        "../workflow_scripts/preflight.py"
+    rule:
+        name:
+            _name
+        log:
+            fill(P.data_log, stage=_name, name=_log),
+        localrule: True
+        conda:
+            PIPELINE_ENV
+        params:
+            remotes=NEEDED_REMOTES,
+            raw_dir=W.raw(""),
+            settings=FETCH,
+        script:
+            f"../workflow_scripts/{_name}.py"
 
 
 # One rule per task, because each task has its own set of splits and sides.

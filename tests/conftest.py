@@ -103,6 +103,13 @@ TINY_REMOTES = {
 TIMING = ["train_seconds", "valid_seconds", "tokens_per_second", "mechanism_seconds"]
 
 
+def fetch(relpath: str, remote: dict, out_path, settings=None) -> str:
+    """One remote's file placed at `out_path` as rule fetch places it (embinit.data.fetch.fetch_members)."""
+    from embinit.data.fetch import FetchSettings, fetch_members
+
+    return fetch_members({relpath: remote}, {relpath: out_path}, settings or FetchSettings())[0]
+
+
 def load_default_config() -> dict:
     return yaml.safe_load((REPO / "config.yaml").read_text())
 

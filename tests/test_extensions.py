@@ -397,3 +397,52 @@ def test_a_code_fingerprint_covers_the_dicts_lists_and_sets_an_entry_reads(tmp_p
         for seed in ("1", "2")
     }
     assert prints == {base}
+
+
+NUMPY_HELD = """
+import threading
+
+import numpy as np
+
+from embinit.layers.initializers import register
+
+GAIN = np.float32({gain})
+TABLE = np.arange(4000, dtype=np.float32) * {gain}
+{extra}
+
+@register("Gain_Ext")
+def gained(pretrained, shape, rng):
+    return np.full(shape, GAIN * TABLE[-1]{use}, dtype=np.float32)
+"""
+
+
+def test_a_code_fingerprint_holds_the_numpy_values_an_entry_reads_and_refuses_what_it_cannot_hold(tmp_path):
+    """A module-level numpy scalar or array the entry reads is in its fingerprint (a changed GAIN = np.float32(...)
+    reruns its layers; an array's middle, which its repr elides, counts too); a value whose repr is an address cannot
+    be held, so loading the file fails naming it, and the config check names the file."""
+
+    def fingerprint(gain, extra="", use=""):
+        with isolated():
+            load([write(tmp_path / "gain.py", NUMPY_HELD.format(gain=gain, extra=extra, use=use))])
+            return ini.fingerprint("Gain_Ext")
+
+    base = fingerprint(1.0)
+    assert fingerprint(1.0) == base and fingerprint(8.0) != base
+    middle = "TABLE[2000] = 5.0"
+    assert fingerprint(1.0, extra=middle) != base
+    with (
+        isolated(),
+        pytest.raises(ExtensionError, match=r"gain\.py: initializer 'Gain_Ext': .*reads the module-level LOCK = <"),
+    ):
+        load(
+            [
+                write(
+                    tmp_path / "gain.py",
+                    NUMPY_HELD.format(gain=1.0, extra="LOCK = threading.Lock()", use=" * bool(LOCK)"),
+                )
+            ]
+        )
+    with isolated():
+        config = load_default_config() | {"extensions": [str(tmp_path / "gain.py")]}
+        with pytest.raises(ConfigError, match=r"config key extensions\[0\]: extension .*gain\.py: .*LOCK"):
+            check(config)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, load_default_config, run_snakemake, write_config
-from embinit.data.fetch import ChecksumError, FetchError, FetchSettings, check_cached, fetch
+from conftest import REPO, fetch, load_default_config, run_snakemake, write_config
+from embinit.data.fetch import ChecksumError, FetchError, FetchSettings, check_cached
 
 REL = "glue/SST-2/dev.tsv"
 MIRROR = REPO.parent / "shared" / "data"

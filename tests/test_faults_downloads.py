@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import run_snakemake, write_config
-from embinit.data.fetch import ChecksumError, FetchError, FetchSettings, fetch
+from conftest import fetch, run_snakemake, write_config
+from embinit.data.fetch import ChecksumError, FetchError, FetchSettings
 from embinit.io import sha256_of
 
 REL = "glue/SST-2/dev.tsv"

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import load_default_config
+from conftest import fetch, load_default_config
 from embinit.data import fetch as fetch_module
-from embinit.data.fetch import ChecksumError, FetchError, FetchSettings, fetch
+from embinit.data.fetch import ChecksumError, FetchError, FetchSettings
 from embinit.io import sha256_of
 
 

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import (
+    fetch,
     REPO,
     SHARED_DATA,
     TINY_REMOTES,
@@ -21,7 +22,7 @@ from conftest import (
     run_snakemake,
     write_config,
 )
-from embinit.data.fetch import FetchError, FetchSettings, fetch
+from embinit.data.fetch import FetchError, FetchSettings
 from embinit.data.preflight import offline_problem, preflight, prefetch, render
 from embinit.outputs import targeted_outputs
 from embinit.runsheet import fetched_raw, layer_sheet, run_sheet
@@ -264,7 +265,8 @@ def test_preflight_covers_exactly_the_files_the_dry_run_fetches(shipped, tmp_pat
     dry = run_snakemake(["-n", "--cores", "1", *args], cwd=tmp_path)
     # every job writing under data/raw/ fetches: `fetch` one file, an archive's rule (fetch_<folder>) its members
     outputs = (path for line in re.findall(r"output: (.+)", dry.stdout) for path in line.split(", "))
-    fetched = sorted({path.removeprefix("data/raw/") for path in outputs if path.startswith("data/raw/")})
+    raw = f"{config['data_dir']}/raw/"  # first-run's data has a folder of its own
+    fetched = sorted({path.removeprefix(raw) for path in outputs if path.startswith(raw)})
     assert listed == fetched
     if shipped == "first-run.yaml":
         assert len(listed) == 11 and sum(p.startswith("multi30k/") for p in listed) == 6

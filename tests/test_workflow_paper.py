@@ -83,8 +83,9 @@ def test_every_paper_output_builds_and_one_initializer_edit_reruns_only_its_part
         for s in (0, 1)
         for f in ("embedding_encoder.npy", "base/final.json", "base/metrics.parquet", "base/embeddings.npz")
     }
-    tables = {f"results/{name}.{ext}" for name in ("table1", "table5", "paper_comparison") for ext in ("csv", "md")}
-    # Table 2 has no _Shuffled rows; paper_comparison reads Tables 1 and 5
+    compared = ("table1", "table5", "paper_comparison", "findings")
+    tables = {f"results/{name}.{ext}" for name in compared for ext in ("csv", "md")}
+    # Table 2 has no _Shuffled rows; paper_comparison and findings read Tables 1 and 5
     assert planned_outputs(plan) == runs | tables
 
     # A clone holds only the committed run records (.gitignore): the result tables rebuild from them alone.

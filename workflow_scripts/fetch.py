@@ -1,12 +1,14 @@
-"""Snakemake script: place one raw file (mirror first, else its remote), verified by sha256.
+"""Snakemake script: place one remote's files (one file, or the members of one archive), each from the mirror first,
+else from one download of the remote, verified by sha256.
 
-params: remote (dict: the config `remotes` entry), settings (embinit.data.fetch.FetchSettings); output: the file;
-log: one file. A fetch failure is one line there (and on stderr): no traceback, its message is the whole story.
+params: remotes (relpath -> config `remotes` entry, one url), settings (embinit.data.fetch.FetchSettings); output:
+the files, in the order of `remotes`; log: one file. A fetch failure is one line there (and on stderr): no traceback,
+its message is the whole story.
 """
 
 import logging
 
-from embinit.data.fetch import FetchError, fetch
+from embinit.data.fetch import FetchError, fetch_members
 from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
 
@@ -15,7 +17,8 @@ quiet_interrupt(snakemake)
 with job_log(snakemake.log[0]):
     p = snakemake.params
     try:
-        logging.info("%s", fetch(snakemake.wildcards.relpath, p.remote, snakemake.output[0], p.settings))
+        for note in fetch_members(p.remotes, dict(zip(p.remotes, snakemake.output)), p.settings):
+            logging.info("%s", note)
     except FetchError as err:
         logging.error("%s", err)
         raise SystemExit(str(err)) from None

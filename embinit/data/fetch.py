@@ -109,11 +109,6 @@ class FetchSettings:
         )
 
 
-def fetch(relpath: str, remote: dict, out_path: str | Path, settings: FetchSettings = FetchSettings()) -> str:
-    """Place the file `relpath` at `out_path`; return a line saying where it came from."""
-    return fetch_members({relpath: remote}, {relpath: out_path}, settings)[0]
-
-
 def archive_members(remotes: dict[str, dict]) -> dict[str, list[str]]:
     """The remotes that are members of one archive, by its url: they come from one download (2 or more each)."""
     by_url: dict[str, list[str]] = {}

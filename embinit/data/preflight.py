@@ -251,9 +251,7 @@ def fetched_remotes(jobs) -> dict[str, dict]:
     """The remotes, by relpath, that these Snakemake jobs download (rule fetch's, and an archive rule's members)."""
     remotes = {}
     for job in jobs:
-        if job.rule.name == "fetch":
-            remotes[job.wildcards.relpath] = job.params.remote
-        elif job.rule.name.startswith("fetch_"):
+        if job.rule.name == "fetch" or job.rule.name.startswith("fetch_"):
             remotes.update(job.params.remotes)
     return remotes
 
