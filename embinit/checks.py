@@ -28,6 +28,8 @@ from embinit.config import (
 )
 from embinit.extensions import ExtensionError, load as load_extensions, registries
 from embinit.registry import Above, AtLeast, names_of
+from embinit.proofs import accepted_problems
+from embinit.training.digest import code_digest
 from embinit.training.placement import require_cuda
 from embinit.layers.initializers import fits_dim, mapping_initializers
 from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe, variants_of
@@ -182,9 +184,6 @@ def _check_accepted_code(config: dict) -> None:
     """Each training code digest the config accepts leads to today's through committed proofs that hold: a digest
     listed without one would keep records of code that may train otherwise."""
     if config["accepted_training_code"]:
-        from embinit.proofs import accepted_problems
-        from embinit.training.digest import code_digest  # only here: most configs accept no older code
-
         if problems := accepted_problems(config["accepted_training_code"], code_digest()):
             raise ConfigError("\n".join(problems))
 
