@@ -10,6 +10,7 @@ statistics.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Callable, Iterator, Literal
 
@@ -434,6 +435,20 @@ def variants_of(config: dict) -> dict[str, dict]:
 def variant_settings(config: dict, switches: dict, section: str) -> dict:
     """Config section `section` (`model` or `train`) as a variant runs it: its own keys there over the config's."""
     return {**config[section], **switches.get(section, {})}
+
+
+# `train` keys that change how fast a step runs and its floats' last bits only: in a run's spec (its identity) under
+# `speed_options` when on, and absent when off, so the default spec, and with it every earlier run's digest, is the same
+SPEED_OPTIONS = ("compile", "packed")
+
+
+def speed_options(config: dict, block: str, init: str, seed: int, variant: str) -> list[str]:
+    """The speed options a run trains with: its variant's `train` settings, or its block's `speed_runs`, whose shell
+    patterns name runs `<initializer>/seed<k>/<variant>` (a block's later seeds may train faster, its earlier runs
+    untouched)."""
+    train = variant_settings(config, variants_of(config)[variant], "train")
+    name, named = f"{init}/seed{seed}/{variant}", config["blocks"][block].get("speed_runs", {})
+    return [k for k in SPEED_OPTIONS if train.get(k, False) or any(fnmatchcase(name, p) for p in named.get(k, ()))]
 
 
 def generated_initializers(config: dict) -> dict[str, tuple[str, dict]]:

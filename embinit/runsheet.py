@@ -18,7 +18,7 @@ import pandas as pd
 from embinit.config import initializers_of, missing_setting, seeds_of, sides_of, tokenizer_of
 from embinit.layers.initializers import INITIALIZERS, display_name, reads_pretrained
 from embinit.layers.missing import source_names
-from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, variant_settings, variants_of
+from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, speed_options, variant_settings, variants_of
 
 COLUMNS = [
     "output",
@@ -40,6 +40,7 @@ COLUMNS = [
     "model_init",
     "final_norm",
     "batching",
+    "speed_options",
 ]
 
 
@@ -107,6 +108,7 @@ def describe(config: dict, block: str, init: str, seed: int, variant: str) -> di
         "model_init": model["init"],
         "final_norm": model["final_norm"],
         "batching": train["batching"],
+        "speed_options": ", ".join(speed_options(config, block, init, seed, variant)),  # e.g. "packed"; "" for none
     }
 
 

@@ -3,22 +3,17 @@ and the job records (embinit.records), so a change to any of them reruns exactly
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase as fnmatch
 
 from embinit.config import dim_of, initializer_setting, lr_of, missing_setting, tokenizer_of
 from embinit.fingerprints import code_fingerprint
 from embinit.layers.initializers import LayerSpec, fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.registry import names_of
-from embinit.outputs import layer_recipe, variant_settings, variants_of
+from embinit.outputs import SPEED_OPTIONS, layer_recipe, speed_options, variant_settings, variants_of
 from embinit.training import Placement
 from embinit.training.spec import RunSpec
 from embinit.sources import Source
 from embinit.torch_registries import BATCHINGS, POSITION_ENCODINGS
-
-# `train` keys that change how fast a step runs and its floats' last bits only: in a run's spec (its identity) under
-# `speed_options` when on, and absent when off, so the default spec, and with it every earlier run's digest, is the same
-SPEED_OPTIONS = ("compile", "packed")
 
 
 def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> LayerSpec:
@@ -46,7 +41,7 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
     if entry != init:
         run |= {"initializer_entry": entry, "initializer_params": params}
     train = variant_settings(config, switches, "train")
-    speed = {k: True for k in SPEED_OPTIONS if train.get(k, False) or k in speed_runs(block_cfg, init, seed, variant)}
+    speed = {k: True for k in speed_options(config, block, init, seed, variant)}
     return RunSpec(
         kind=task["kind"],
         model=variant_settings(config, switches, "model"),
@@ -65,13 +60,6 @@ def train_spec(config: dict, block: str, init: str, seed: int, variant: str, plo
         speed_options=speed or None,
         batching_code=batching_code(train["batching"]),
     )
-
-
-def speed_runs(block_cfg: dict, init: str, seed: int, variant: str) -> set[str]:
-    """The speed options a block's `speed_runs` turns on for one of its runs, named `<initializer>/seed<k>/<variant>`
-    and matched by shell patterns: a block's later seeds may train faster without touching its earlier runs."""
-    name = f"{init}/seed{seed}/{variant}"
-    return {k for k, patterns in block_cfg.get("speed_runs", {}).items() if any(fnmatch(name, p) for p in patterns)}
 
 
 def batching_code(name: str) -> str | None:

@@ -281,6 +281,13 @@ def test_table3_grid_maps_variants_to_switches(tmp_path):
     ratios = summary[summary.metric == "input_ratio_decoder"]
     assert set(ratios.variant) == {"base", "frozen"} and set(ratios.initializer) == {"Pretrained", "Pretrained_Xavier"}
     assert (ratios.n_seeds == 2).all()
+    assert "speed option" not in md
+    packed = rows.assign(
+        speed_options=["packed" if (r.seed, r.variant) == (1, "nopos") else "" for r in rows.itertuples()]
+    )
+    tables.table3(packed, tmp_path / "t3.csv", tmp_path / "t3.md")  # which seeds trained packed, under the table
+    note = (tmp_path / "t3.md").read_text().split("Trained with a speed option")[1]
+    assert "GloVe nopos seed 1 (packed)" in note and "Xavier nopos seed 1 (packed)" in note and "seed 0" not in note
 
     short = rows[(rows.initializer == "Pretrained") & (rows.variant == "base") & (rows.seed == 0)]
     write_metrics(short, 4, input_ratio_decoder=lambda run, epoch: 1.0)  # its record's best epoch is 5

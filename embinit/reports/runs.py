@@ -29,6 +29,7 @@ DESCRIBED = [
     "model_init",
     "final_norm",
     "batching",
+    "speed_options",  # a speed option in the run's identity (config `train`, a block's `speed_runs`): "packed"
     "seed",
 ]
 RECORDED = ["embedding_dim", "lr", "batch_size", "epochs", "best_epoch", "best_valid_loss"]

@@ -294,6 +294,10 @@ def table3(runs: pd.DataFrame, csv_path, md_path) -> pd.DataFrame:
         "embedding's size against the position encoding's in each side's input, at the best epoch (train.mechanism;\n"
         "below 1, P swamps the words); - without P.\n\n" + markdown_table(header, rows)
     )
+    sped = runs[runs.speed_options.fillna("") != ""] if "speed_options" in runs else runs.iloc[:0]
+    if len(sped):  # a speed option is in a run's identity: its cell's seeds are not all the same run kind
+        listed = "; ".join(f"{r.label} {r.variant} seed {r.seed} ({r.speed_options})" for r in sped.itertuples())
+        body += f"\nTrained with a speed option (the same loss, other dropout draws): {listed}.\n"
     return _write_with_sources(summary, csv_path, md_path, f"Table 3 ({', '.join(pd.unique(runs.block))})", body)
 
 
