@@ -9,6 +9,7 @@ statistics.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -135,9 +136,15 @@ def _pretrained(config: dict, name: str, files=("pretrained", "tokens")) -> list
     return [(config[name]["block"], config[name]["side"], file, None, 0) for file in files]
 
 
+def paper_table(name: str) -> int | None:
+    """The number of the paper's table an output is (`table<N>`), None for an output of another name."""
+    return int(m[1]) if (m := re.fullmatch(r"table(\d+)", name)) else None
+
+
 def seeded_tables() -> list[int]:
-    """The numbers of the tables whose cells are means over seeds (paper_comparison pairs their checks by seed)."""
-    return [int(name.removeprefix("table")) for name, out in OUTPUTS.items() if out.role.seeded]
+    """The numbers of the paper's tables whose cells are means over seeds (paper_comparison pairs their checks by
+    seed); a seeded output of another name is no paper table."""
+    return [paper_table(name) for name, out in OUTPUTS.items() if out.role.seeded and paper_table(name) is not None]
 
 
 def _seeded_runs(name: str) -> Callable[[dict], dict]:

@@ -147,11 +147,14 @@ def compare(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
 
 
 def seeded_cells(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per seed, the value of every result-table cell its runs fill: `runs` are the run sheet's rows of Tables 1,
-    3 and 7 (column `output`)."""
+    """Per seed, the value of every result-table cell its runs fill: `runs` are the run sheet's rows of the seeded
+    outputs (column `output`); those of an output that is none of the paper's tables (a table of yours) fill none."""
     parts = []
     for output, rows in runs.groupby("output", sort=False):
-        table = int(output.removeprefix("table"))
+        numbered = re.fullmatch(r"table(\d+)", output)
+        table = int(numbered[1]) if numbered else None
+        if table not in LAYOUT:
+            continue
         long = per_seed(rows.drop(columns="output"), table3_metrics if table == 3 else result_metrics)
         if table == 3:
             long["cell"] = [table3_cell(*r) for r in long[["variant", "embedding_trainable", "pos_encoding"]].values]
@@ -341,7 +344,8 @@ def judged(table_csvs, runs: pd.DataFrame, paper_csv, seeded: Collection[int]):
             if int(m[1]) in found:
                 raise ValueError(f"Table {m[1]} is given twice: {found[int(m[1])]} and {path}")
             found[int(m[1])] = path
-    ours = pd.concat([table_cells(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in LAYOUT])
+    cells = [table_cells(n, pd.read_csv(p)) for n, p in sorted(found.items()) if n in LAYOUT]
+    ours = pd.concat(cells) if cells else pd.DataFrame(columns=[c for c in COLUMNS if c not in ("paper", "vs_paper")])
     values = seeded_cells(runs)
     checks = pd.DataFrame(
         [evaluate(c, values, ours, paper, seeded) for check in CHECKS for c in expand(check, paper, seeded)]
