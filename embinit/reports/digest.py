@@ -13,12 +13,6 @@ BUILDERS = "embinit.reports.builders"
 PACKAGE = "embinit.reports"
 
 
-def report_modules(name: str) -> list[str]:
-    """The embinit.reports modules output `name`'s builder runs, followed through their imports within
-    embinit.reports."""
-    return _parts(name)[1]
-
-
 def report_code_digest(name: str) -> str:
     """Short sha256 (16 hex digits) of output `name`'s builder, its helpers, its report modules and the definitions
     elsewhere in embinit they reach: a table built by other code is stale, and an edit to another output's code, or to
