@@ -93,3 +93,18 @@ def test_the_digest_imports_no_report_module():
     )
     shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == "['embinit.reports.digest']"
+
+
+def test_every_committed_output_was_built_by_todays_report_code():
+    """A committed table or figure whose sidecar names its report code names today's: an edit to report code is
+    committed with the outputs it rebuilds, so a fresh clone plans none of them again."""
+    import json
+
+    from conftest import REPO
+
+    stale = []
+    for sidecar in sorted(REPO.glob("results/*/*.spec.json")):
+        name, recorded = sidecar.name.split(".")[0], json.loads(sidecar.read_text()).get("report_code")
+        if recorded is not None and recorded != digest.report_code_digest(name):
+            stale.append(str(sidecar.relative_to(REPO)))
+    assert not stale, f"rebuild these from their records: {stale}"
