@@ -1,6 +1,7 @@
 """embinit.reports.digest: an aggregate's sidecar names the report code that built it, read from the files, so that an
 edit to the code of a table reruns that table and no other."""
 
+import json
 import os
 import subprocess
 import sys
@@ -98,10 +99,6 @@ def test_the_digest_imports_no_report_module():
 def test_every_committed_output_was_built_by_todays_report_code():
     """A committed table or figure whose sidecar names its report code names today's: an edit to report code is
     committed with the outputs it rebuilds, so a fresh clone plans none of them again."""
-    import json
-
-    from conftest import REPO
-
     stale = []
     for sidecar in sorted(REPO.glob("results/*/*.spec.json")):
         name, recorded = sidecar.name.split(".")[0], json.loads(sidecar.read_text()).get("report_code")
