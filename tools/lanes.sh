@@ -14,7 +14,9 @@ B=(Xavier/seed2/nopos_frozen Xavier/seed2/nopos Pretrained/seed2/base Pretrained
 mkdir -p lanes
 # the runs' shared inputs first, once (two lanes building them at once would race)
 "${S[@]}" --omit-from train -- $(printf "$R/%s/final.json " "${A[@]}" "${B[@]}") >lanes/inputs.log 2>&1
-lane() { for run in "$@"; do "${S[@]}" -- "$R/$run/final.json"; done; }
+# a run with a record is done: in a fresh clone its inputs are newer than the committed record, and Snakemake would
+# train it again; a cut run has none and resumes from its checkpoint.pt
+lane() { for run in "$@"; do [ -e "$R/$run/final.json" ] || "${S[@]}" -- "$R/$run/final.json"; done; }
 nohup bash -c "$(declare -p S R); $(declare -f lane); lane ${A[*]}" >lanes/A.log 2>&1 &
 nohup bash -c "$(declare -p S R); $(declare -f lane); lane ${B[*]}" >lanes/B.log 2>&1 &
 echo "lanes started: tail -f lanes/A.log lanes/B.log"
