@@ -9,7 +9,7 @@ import inspect
 import re
 import typing
 from collections import Counter
-from fnmatch import filter as matching
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Iterator
 
@@ -394,7 +394,7 @@ def _check_block(config: dict, name: str) -> None:
     ]
     for option, patterns in block.get("speed_runs", {}).items():
         for j, pattern in enumerate(patterns):
-            if not matching(runs, pattern):
+            if not any(fnmatchcase(run, pattern) for run in runs):
                 raise ConfigError(
                     f"config key blocks.{name}.speed_runs.{option}[{j}]: {pattern!r} names none of the block's runs "
                     "(<initializer>/seed<k>/<variant>)"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, result_set_config
-from embinit.outputs import seeded_tables
+from embinit.outputs import OUTPUTS, seeded_tables
 from embinit.reports.comparison import findings
 from embinit.reports.summary import figure, findings_table
 from embinit.runsheet import recorded_runs, run_sheet
@@ -30,8 +30,9 @@ def test_committed_findings_recompute_from_the_records(result_set, tmp_path, mon
     res = config["results_dir"]
     paths = {name: f"{res}/{{block}}/{{init}}/seed{{seed}}/{{variant}}{tail}" for name, tail in RUN_FILES.items()}
     sheet = run_sheet(config, paths, recorded_runs(config, res))
-    seeded = [n for n in config["outputs"] if n.removeprefix("table").isdigit() and int(n[5:]) in seeded_tables()]
-    rows = sheet[sheet.output.isin(seeded)].drop(columns=[c for c in ("run",) if c in sheet])
+    rows = sheet[sheet.output.isin(OUTPUTS["findings"].sheet_outputs(config))].drop(
+        columns=[c for c in ("run",) if c in sheet]
+    )
     tables = [f"{res}/{n}.csv" for n in config["outputs"] if (REPO / res / f"{n}.csv").exists()]
     got = findings(tables, rows, config["paper_comparison"]["paper_tables"], tmp_path / "f.csv", tmp_path / "f.md",
                    seeded_tables())  # fmt: skip

@@ -48,10 +48,9 @@ def locate(record: Path, configfile: Path | None) -> tuple[Path, Path]:
     sys.exit(f"{record}: not under {where}")
 
 
-def retrain(record: Path, epochs: int | None, mirror: str, configfile: Path | None, code: Path = REPO) -> Path:
-    """Train the record's run again through the workflow of `code` (this checkout, or a worktree of an older commit),
-    in its results/proofs/<set>/, single-threaded; its run directory."""
-    configfile, run = locate(record, configfile)
+def retrain(configfile: Path, run: Path, epochs: int | None, mirror: str, code: Path = REPO) -> Path:
+    """Train run `run` of `configfile`'s results (`locate`) again through the workflow of `code` (this checkout, or a
+    worktree of an older commit), in its results/proofs/<set>/, single-threaded; its run directory."""
     result_set = yaml.safe_load(configfile.read_text(encoding="utf-8"))
     proof_dir = f"results/proofs/{Path(result_set.get('results_dir', 'results')).name}"
     # K epochs for every block of the set, so blocks the config check holds to one model (Table 14's controls) agree
@@ -90,12 +89,12 @@ def main() -> None:
     parser.add_argument("--configfile", type=Path, help="the config that made a record outside config/*'s results")
     args = parser.parse_args()
     record = args.record.resolve()
-    locate(record, args.configfile)  # a record no config holds stops here, before any training
-    new = args.rerun or retrain(record, args.epochs, args.mirror, args.configfile)
+    configfile, run = locate(record, args.configfile)  # a record no config holds stops here, before any training
+    new = args.rerun or retrain(configfile, run, args.epochs, args.mirror)
     old, source = record.parent, "record"
     if args.old:
         old, source = (
-            retrain(record, args.epochs, args.mirror, args.configfile, worktree(args.old)),
+            retrain(configfile, run, args.epochs, args.mirror, worktree(args.old)),
             f"commit {args.old}",
         )
         if training_code_of(old) == training_code_of(new):

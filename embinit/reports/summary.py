@@ -42,10 +42,9 @@ def _panel(ax, runs: pd.DataFrame, paper: pd.DataFrame, groups: list[str], colum
 
 
 def _cells(folder: Path) -> dict[str, str]:
-    """A result set's Table 3 variants by the cell they stand for (its table3.csv: trainable, P)."""
+    """A result set's Table 3 variants by the paper's cell they fill (table3.csv's `cell`)."""
     t3 = pd.read_csv(folder / "table3.csv").drop_duplicates("variant")
-    named = {(False, False): "nopos_frozen", (True, False): "nopos", (False, True): "frozen", (True, True): "base"}
-    return {r.variant: named[bool(r.embedding_trainable), bool(r.pos_encoding)] for r in t3.itertuples()}
+    return dict(zip(t3.variant, t3.cell))
 
 
 def _table3_paper(comparison: pd.DataFrame) -> dict:
