@@ -5,11 +5,11 @@ import sys
 
 from snakemake.utils import min_version
 
-from embinit.checks import allowed_rules_exceeded, check, check_local_device, check_schema
-from embinit.cluster import check_requests, requests_of
-from embinit.config import add_hub_checkpoints, load, sides_of
+from embinit.workflow.checks import allowed_rules_exceeded, check, check_local_device, check_schema
+from embinit.workflow.cluster import check_requests, requests_of
+from embinit.workflow.config import add_hub_checkpoints, load, sides_of
 from embinit.data.preflight import fetched_remotes, offline_problem
-from embinit.outputs import targeted_outputs
+from embinit.workflow.outputs import targeted_outputs
 from embinit.workflow.packs import write_pack_lists
 
 min_version("9.0")
@@ -74,7 +74,7 @@ rule vocabularies:
 onstart:
     # each registry entry in use, called once on a small input before any job; here, as it imports torch (3 s), which
     # parsing (a dry run, --list-rules, a job's own Snakemake) does without
-    from embinit.trials import try_entries
+    from embinit.workflow.trials import try_entries
 
     try_entries(config)
     planned = list(workflow.dag.needrun_jobs())

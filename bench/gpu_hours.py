@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from embinit.training.batching import BucketBatchSampler, TranslationData
-from embinit.config import load
+from embinit.workflow.config import load
 from embinit.models import ModelConfig, Translator
 import pandas as pd
 from train_step import step_flops

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 import torch
 import torch.nn.functional as F
 
-from embinit.config import heads_for
+from embinit.models.config import heads_for
 from embinit.data.vocab import BOS, EOS
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.training.batching import batch_sampler, load_dataset

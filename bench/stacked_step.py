@@ -32,7 +32,7 @@ from types import SimpleNamespace
 
 import torch
 
-from embinit.config import heads_for
+from embinit.models.config import heads_for
 from embinit.data.vocab import PAD
 from embinit.models import ModelConfig, Translator
 from embinit.training.batching import load_dataset

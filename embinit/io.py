@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
-import json
 import logging
 import os
 import re
@@ -103,16 +101,6 @@ def interrupted_writes(directory: str | os.PathLike) -> list[Path]:
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def spec_digest(spec: dict) -> str:
-    """Short sha256 of the spec as canonical JSON: equal specs give equal digests in any process."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class DamagedFileError(ValueError):

@@ -1,5 +1,5 @@
 """Named entries of one kind (initializers, position encodings, missing-row fills, batchings) that the built-ins and
-the user's extension files (embinit.extensions) add to, each through its module's own `register` decorator."""
+the user's extension files (embinit.workflow.extensions) add to, each through its module's own `register` decorator."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import typing
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from embinit.sources import Source
+from embinit.identity.sources import Source, registered
 
 
 @dataclass(frozen=True)
 class AtLeast:
-    """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.checks.check)."""
+    """A parameter's smallest allowed value, as `Annotated[int, AtLeast(1)]` (checked by embinit.workflow.checks.check)."""
 
     value: float
 
 
 @dataclass(frozen=True)
 class Above:
-    """A parameter's exclusive lower bound, as `Annotated[float, Above(0)]` (checked by embinit.checks.check)."""
+    """A parameter's exclusive lower bound, as `Annotated[float, Above(0)]` (checked by embinit.workflow.checks.check)."""
 
     value: float
 
@@ -28,7 +28,7 @@ class Above:
 @dataclass(frozen=True)
 class NameOf:
     """A parameter naming an entry of `what`, a config section (`sources`) or a registry's kind (`missing-row
-    policy`), as `Annotated[str, NameOf("sources")]`: embinit.checks.check requires the name to exist."""
+    policy`), as `Annotated[str, NameOf("sources")]`: embinit.workflow.checks.check requires the name to exist."""
 
     what: str
 
@@ -79,3 +79,11 @@ class Registry(dict):
         for flag, names in self.flags.items():
             names.clear()
             names.update(snapshot.flags[flag])
+
+
+# The registries whose built-ins import torch: their names and code are read from the files while the workflow parses
+# (a built-in is its Source until embinit.models.position or embinit.training.batching is imported and registers it)
+POSITION_ENCODINGS: Registry = Registry("position encoding")
+POSITION_ENCODINGS.update(registered("embinit.models.position", "register"))
+BATCHINGS: Registry = Registry("batching")
+BATCHINGS.update(registered("embinit.training.batching", "register_batching"))

@@ -6,12 +6,12 @@ import re
 import sys
 import time
 
-from embinit.cluster import job_resources
-from embinit.extensions import ExtensionFiles
+from embinit.workflow.cluster import job_resources
+from embinit.workflow.extensions import ExtensionFiles
 from embinit.layers.initializers import INITIALIZERS
-from embinit.outputs import generated_initializers, variants_of
-from embinit.records import ResultsLock
-from embinit.training.digest import code_digest
+from embinit.workflow.outputs import generated_initializers, variants_of
+from embinit.identity.records import ResultsLock
+from embinit.identity.training_code import code_digest
 from embinit.workflow.packs import planned_packs, read_pack_list
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import LayerKey, Plan, RunKey

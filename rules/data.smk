@@ -4,9 +4,9 @@ import os
 import re
 
 from embinit.data.fetch import FetchSettings, archive_members, check_cached
-from embinit.config import evaluated_splits, task_sides
+from embinit.workflow.config import evaluated_splits, task_sides
 from embinit.data.vocab import SPLIT_LAYOUT
-from embinit.runsheet import fetched_raw
+from embinit.workflow.runsheet import fetched_raw
 from embinit.workflow.paths import fill
 
 # Where a fetch looks and how it waits: an object, which Snakemake leaves out of its rerun trigger, so a new mirror or

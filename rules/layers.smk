@@ -1,6 +1,6 @@
 # Stage 2, embedding layers (embinit/layers): the pre-trained matrix of each block side, then one layer per
 # initializer and seed.
-from embinit.specs import missing_code
+from embinit.workflow.specs import missing_code
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import LayerKey
 

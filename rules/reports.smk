@@ -1,7 +1,7 @@
-# Stage 5, reports (embinit/reports): one rule per output of the registry embinit/outputs.py, named as the output.
+# Stage 5, reports (embinit/reports): one rule per output of the registry embinit/workflow/outputs.py, named as the output.
 # Each takes its runs' files from the run sheet and its layer files from the layer sheet (rules/common.smk), and
 # hands their rows to the output's builder (embinit.reports.builders, by workflow_scripts/report.py).
-from embinit.outputs import OUTPUTS, seeded_tables
+from embinit.workflow.outputs import OUTPUTS, seeded_tables
 from embinit.workflow.paths import fill
 
 for _out in OUTPUTS.values():
@@ -25,7 +25,7 @@ for _out in OUTPUTS.values():
             output=_out.name,
             rows=on_dag(W.sheet_rows, _out),
             layers=on_dag(W.layer_rows, _out),
-            records=on_dag(W.output_records, _out),  # their digest goes beside the output (embinit.records)
+            records=on_dag(W.output_records, _out),  # their digest goes beside the output (embinit.identity.records)
             config=_out.config_of(config),  # a changed section (e.g. table4's seed or pos_rows) rebuilds it
         script:
             "../workflow_scripts/report.py"

@@ -1,6 +1,6 @@
 # Stage 4, training (embinit/training, with the models of embinit/models): one job per (block, initializer,
 # seed, variant), starting from the initializer's embedding layer(s).
-from embinit.cluster import job_resources
+from embinit.workflow.cluster import job_resources
 from embinit.training import Placement
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import RunKey

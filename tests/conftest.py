@@ -311,9 +311,9 @@ def md_has_row(markdown: str, *cells: str) -> bool:
 
 
 def save_runs(tmp_path: Path, records: list[dict], config: dict = TABLES_CONFIG) -> pd.DataFrame:
-    """Fabricated runs as the run sheet's rows (embinit.runsheet.describe): each record written as
+    """Fabricated runs as the run sheet's rows (embinit.workflow.runsheet.describe): each record written as
     <block>/<initializer>/seed<k>/<variant>/final.json (column `final`), its metrics.parquet beside it (`metrics`)."""
-    from embinit.runsheet import describe
+    from embinit.workflow.runsheet import describe
 
     rows = []
     for r in records:

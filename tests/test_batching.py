@@ -1,4 +1,4 @@
-"""The batchings registry (embinit.torch_registries.BATCHINGS): the built-ins give the batches they gave before it, bit
+"""The batchings registry (embinit.registry.BATCHINGS): the built-ins give the batches they gave before it, bit
 for bit; a run trains on a batching of an extension file, whose code is in its checkpoint's identity; one that breaks
 its contract stops the dry run naming its file."""
 
@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from conftest import REPO
-from embinit.config import ConfigError
-from embinit.extensions import isolated, load
+from embinit.workflow.config import ConfigError
+from embinit.workflow.extensions import isolated, load
 from embinit.training.batching import batch_sampler
-from embinit.trials import try_entries
+from embinit.workflow.trials import try_entries
 from test_config import _config
 from test_extensions import EVERY_REGISTRY, write
 from test_train import make_spec, toy, train_run  # noqa: F401 (toy: the tiny data set, a fixture)
@@ -88,10 +88,10 @@ def test_a_run_trains_on_an_extension_batching_and_its_checkpoint_knows_its_code
 
 
 def test_the_built_ins_pass_their_trial_before_their_module_is_imported():
-    """At a run's start the registry holds each built-in as its Source (embinit.torch_registries): the trial looks it
+    """At a run's start the registry holds each built-in as its Source (embinit.registry): the trial looks it
     up (a fresh process, so no other test has imported embinit.training.batching)."""
     code = (
-        "import sys; from embinit.trials import try_batching; "
+        "import sys; from embinit.workflow.trials import try_batching; "
         "assert 'embinit.training.batching' not in sys.modules; "
         "[try_batching(name, 4) for name in ('random', 'bucketed')]"
     )

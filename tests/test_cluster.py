@@ -4,7 +4,7 @@ import pytest
 
 from types import SimpleNamespace
 
-from embinit.cluster import job_resources, minutes, packs, problems, requests_of
+from embinit.workflow.cluster import job_resources, minutes, packs, problems, requests_of
 
 SITE = {"account": "proj1", "gpu_partition": "gpu", "gpu_model": "a100"}
 PARTITIONS = {

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from embinit.config import load, violations
+from embinit.workflow.config import load, violations
 from embinit.models import Classifier, ModelConfig, Translator
-from embinit.specs import train_spec
+from embinit.workflow.specs import train_spec
 from embinit.training import Placement, checkpoint, loop
 from embinit.training.batching import pad
 from embinit.training.device import CPU_STEPS, step_policy

@@ -1,15 +1,16 @@
-"""embinit.config: a bad config file or value fails at workflow load, naming the file or the key."""
+"""embinit.workflow.config: a bad config file or value fails at workflow load, naming the file or the key."""
 
 import pytest
 import yaml
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config
-from embinit.checks import check, check_schema, params_schema
-from embinit.config import ConfigError, heads_for, initializers_of, load, lr_of, validate, violations
-from embinit.runsheet import plotted, run_sheet
-from embinit.specs import train_spec
-from embinit.runsheet import trained_blocks
+from embinit.workflow.checks import check, check_schema, params_schema
+from embinit.models.config import heads_for
+from embinit.workflow.config import ConfigError, initializers_of, load, lr_of, validate, violations
+from embinit.workflow.runsheet import plotted, run_sheet
+from embinit.workflow.specs import train_spec
+from embinit.workflow.runsheet import trained_blocks
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
@@ -199,7 +200,7 @@ def test_table_and_figure_blocks_fit_their_output(overrides, expected):
 
 
 def test_a_block_without_a_source_takes_its_dim_from_the_block():
-    from embinit.config import dim_of
+    from embinit.workflow.config import dim_of
 
     xavier_only = {"task": "multi30k", "sources": {"encoder": None, "decoder": None}, "epochs": 1, "batch_size": 8,
                    "seeds": 1, "family": "GloVe"}  # fmt: skip
@@ -221,7 +222,7 @@ MAPPED = {"initializers": ["Xavier", "Pretrained", "Pretrained_Xavier", "Pretrai
 
 
 def test_a_block_at_another_dim_runs_the_initializers_that_map_to_it():
-    from embinit.config import dim_of, initializers_of
+    from embinit.workflow.config import dim_of, initializers_of
 
     for block, dim, maps in (
         ("multi30k_glove6b50d", 300, "Pretrained_UpProject"),
@@ -336,7 +337,7 @@ def test_the_recipe_is_the_default_and_a_variant_or_result_set_says_otherwise():
     odd = {"odd": {**config["variants"]["base"], "model": {"heads": 4}}}
     lines = violations(load(SCHEMA), _config({"variants": odd}))
     assert "config key variants.odd.model: Additional properties are not allowed ('heads' was unexpected)" in lines
-    # a batching's name is the registry's (embinit.torch_registries.BATCHINGS), checked with the other names
+    # a batching's name is the registry's (embinit.registry.BATCHINGS), checked with the other names
     allowed = "allowed: bucketed, random"
     assert (
         _check_error({"train": {"batching": "sorted"}})
@@ -364,7 +365,7 @@ def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():
 
 
 def test_extensions_are_loaded_first_and_their_errors_name_the_key(tmp_path):
-    from embinit.extensions import isolated
+    from embinit.workflow.extensions import isolated
     from embinit.layers.initializers import INITIALIZERS
 
     ext = tmp_path / "ext.py"
@@ -420,7 +421,7 @@ def test_a_classification_task_needs_num_classes_in_the_schema():
 
 def test_a_word_source_from_pieces_shares_the_word_vocabulary():
     """GloVe and MiniLM's mean of pieces initialize one spaCy vocabulary: the block's tokenizer is spacy."""
-    from embinit.config import tokenizer_of
+    from embinit.workflow.config import tokenizer_of
 
     block = {"task": "sst2", "sources": {"encoder": "minilm_words"}, "epochs": 1, "batch_size": 8, "seeds": 1,
              "family": "BERT", "dim": 50, "initializers": ["Xavier", "Pretrained_PCA"]}  # fmt: skip
@@ -539,7 +540,7 @@ def test_a_number_given_as_text_through_config_says_where_it_came_from():
 def test_allowed_rules_exceeded_names_the_planned_rules_beyond_them():
     from types import SimpleNamespace
 
-    from embinit.checks import allowed_rules_exceeded
+    from embinit.workflow.checks import allowed_rules_exceeded
 
     def job(rule, output=("x",)):
         return SimpleNamespace(rule=SimpleNamespace(name=rule), output=list(output))

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.cuda._utils import _get_device_index
 
-from embinit.checks import check_local_device
-from embinit.config import ConfigError
+from embinit.workflow.checks import check_local_device
+from embinit.workflow.config import ConfigError
 from embinit.training import Placement, checkpoint, device
 
 

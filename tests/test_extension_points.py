@@ -8,26 +8,26 @@ import torch
 import yaml
 
 from conftest import REPO, load_default_config, planned_outputs, run_snakemake, write_config
-from embinit.checks import check
-from embinit.config import ConfigError
-from embinit.extensions import isolated
-from embinit.fingerprints import code_fingerprint
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError
+from embinit.workflow.extensions import isolated
+from embinit.identity.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
-from embinit.outputs import OUTPUTS, Output, Selection
+from embinit.workflow.outputs import OUTPUTS, Output, Selection
 from embinit.training.spec import RunSpec
-from embinit.runsheet import run_sheet
-from embinit.specs import layer_spec, missing_code, train_spec
-from embinit.torch_registries import BATCHINGS
+from embinit.workflow.runsheet import run_sheet
+from embinit.workflow.specs import layer_spec, missing_code, train_spec
+from embinit.registry import BATCHINGS
 from embinit.training.batching import batch_sampler, sorted_batches
-from embinit.trials import try_entries
+from embinit.workflow.trials import try_entries
 from test_config import _config
 from test_extensions import EVERY_REGISTRY, write
 
 BLOCK = "cola_toy"
 RUN = f"results/{BLOCK}/Ones_Ext/seed0/toy"
-# a table as its entry in embinit/outputs.py declares it: the toy variant's runs of the toy block
+# a table as its entry in embinit/workflow/outputs.py declares it: the toy variant's runs of the toy block
 TOY_TABLE = Output("toy_table", "Tables", Selection(runs=lambda config: {"blocks": [BLOCK], "variants": ["toy"]}))
 
 

@@ -1,4 +1,4 @@
-"""embinit.extensions: the user's own files add initializers, missing-row policies, position encodings and batchings."""
+"""embinit.workflow.extensions: the user's own files add initializers, missing-row policies, position encodings and batchings."""
 
 import inspect
 import os
@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from conftest import REPO, load_default_config
-from embinit import extensions
-from embinit.checks import check
-from embinit.config import ConfigError
-from embinit.extensions import ExtensionError, isolated, load, module_name
-from embinit.fingerprints import code_fingerprint
+from embinit.workflow import extensions
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError
+from embinit.workflow.extensions import ExtensionError, isolated, load, module_name
+from embinit.identity.fingerprints import code_fingerprint
 from embinit.layers import initializers as ini
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
-from embinit.torch_registries import BATCHINGS
+from embinit.registry import BATCHINGS
 
 EXAMPLE = REPO / "examples" / "scaled_xavier.py"
 SHAPE = (300, 20)
@@ -108,8 +108,8 @@ def test_every_registry(tmp_path):
 CLASH = "from embinit.models.position import register\nregister('sinusoidal')(object)\n"
 LOADED = """
 import sys
-from embinit.extensions import ExtensionError, load
-from embinit.torch_registries import POSITION_ENCODINGS
+from embinit.workflow.extensions import ExtensionError, load
+from embinit.registry import POSITION_ENCODINGS
 for path in sys.argv[1:]:
     try:
         load([path])
@@ -384,7 +384,7 @@ def test_a_code_fingerprint_covers_the_dicts_lists_and_sets_an_entry_reads(tmp_p
     assert held(factor=5) != base
     assert held(deep=7) != base
     assert held() == base  # the file as it was: the same in another process, whatever its hash seed
-    code = "import sys; from embinit.extensions import load; from embinit.layers import initializers as ini; "
+    code = "import sys; from embinit.workflow.extensions import load; from embinit.layers import initializers as ini; "
     code += "load([sys.argv[1]]); print(ini.fingerprint('Held_Ext'))"
     prints = {
         subprocess.run(

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ONE_RUN, REPO, one_run_config, snakemake_command
-from embinit.proofs import prove
+from embinit.identity.proofs import prove
 
 # What the workflow runs: the Snakefile and everything it and its jobs import or read
 CODE = ["Snakefile", "rules", "embinit", "workflow_scripts", "config.yaml", "schemas", "resources", "envs", "report"]
@@ -46,8 +46,12 @@ def test_an_edit_of_the_training_code_reruns_its_runs_unless_the_old_code_is_acc
 
     record = workdir / ONE_RUN / "final.json"
     old = json.loads(record.read_text())["training_code"]
-    layers = code / "embinit" / "models" / "layers.py"  # the model's code, as issue 58's repro edited it
-    layers.write_text(layers.read_text().replace("class ", "# an edit\nclass ", 1))
+    layers = code / "embinit" / "models" / "layers.py"  # the model's code
+    text = layers.read_text()
+    # words alone (a comment, a docstring) change nothing a run computes: nothing to plan
+    layers.write_text(text.replace("class ", "# a comment\nclass ", 1).replace('"""', '"""Reworded. ', 1))
+    assert "Nothing to be done" in _snakemake(code, workdir, "-n", "--configfile", str(cfg)).stdout
+    layers.write_text(text.replace("class ", "EDITED = 1\n\n\nclass ", 1))  # code: the run is stale
     dry = _snakemake(code, workdir, "-n", "--configfile", str(cfg))
     assert f"{ONE_RUN}/final.json was made by training code {old[:8]}" in dry.stderr
     assert "accepted_training_code does not list" in dry.stderr and "rule train:" in dry.stdout
@@ -59,8 +63,8 @@ def test_an_edit_of_the_training_code_reruns_its_runs_unless_the_old_code_is_acc
     assert refused.returncode != 0 and "rule train:" not in refused.stdout
     said = refused.stdout + refused.stderr
     assert f"accepted_training_code[0]: no committed proof leads from training code {old[:8]}" in said
-    # the proof tools/prove_training_code.py would write (a comment changes no number): the workflow then accepts
-    current = subprocess.run([sys.executable, "-c", "from embinit.training.digest import code_digest as c; print(c())"],
+    # the proof tools/prove_training_code.py would write (an unused constant changes no number): the workflow then accepts
+    current = subprocess.run([sys.executable, "-c", "from embinit.identity.training_code import code_digest as c; print(c())"],
                              capture_output=True, text=True, env=env, cwd=code, check=True).stdout.strip()  # fmt: skip
     retrained = shutil.copytree(record.parent, tmp_path / "retrained")
     (retrained / "final.json").write_text(json.dumps(json.loads(record.read_text()) | {"training_code": current}))
@@ -76,7 +80,7 @@ def test_an_edit_of_the_training_code_reruns_its_runs_unless_the_old_code_is_acc
 def test_a_digest_accepted_without_a_proof_stops_the_config_check():
     """The config check, before any job, refuses an accepted digest no committed proof leads from, naming its key;
     the result sets' own accepted digests pass it (their proofs hold)."""
-    from embinit.checks import ConfigError, check
+    from embinit.workflow.checks import ConfigError, check
     from conftest import result_set_config
     from test_config import _config
 

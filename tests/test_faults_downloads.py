@@ -17,7 +17,7 @@ import pytest
 
 from conftest import fetch, run_snakemake, write_config
 from embinit.data.fetch import ChecksumError, FetchError, FetchSettings
-from embinit.io import sha256_of
+from embinit.identity.digests import sha256_of
 
 REL = "glue/SST-2/dev.tsv"
 FAST = dict(retries=2, backoff=0.01, timeout=5)  # retries without waiting

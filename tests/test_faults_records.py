@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ONE_RUN, assert_same_outcome, load_default_config, one_run_config, run_snakemake, write_config
-from embinit.io import spec_digest
-from embinit.records import ResultsLock, recorded_digest, sidecar_of, stale_reason, write_sidecar
+from embinit.identity.digests import spec_digest
+from embinit.identity.records import ResultsLock, recorded_digest, sidecar_of, stale_reason, write_sidecar
 
 LAYER = "results/sst2_glove6b50d/Pretrained/seed0/embedding_encoder.npy"
 BROKEN = """import numpy as np

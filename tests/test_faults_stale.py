@@ -12,15 +12,15 @@ import time
 import pytest
 
 from conftest import ONE_RUN, REPO, assert_same_outcome, one_run_config, run_snakemake, snakemake_command
-from embinit.io import spec_digest
-from embinit.records import (
+from embinit.identity.digests import spec_digest
+from embinit.identity.records import (
     aggregate_stale_reason,
     records_digest,
     sidecar_of,
     stale_reason,
     write_aggregate_sidecar,
 )
-from embinit.reports.digest import report_code_digest
+from embinit.identity.report_code import report_code_digest
 
 TABLE = "results/table1.csv"
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import fetch, load_default_config
 from embinit.data import fetch as fetch_module
 from embinit.data.fetch import ChecksumError, FetchError, FetchSettings
-from embinit.io import sha256_of
+from embinit.identity.digests import sha256_of
 
 
 def test_mirror_file_is_used_and_verified(tiny_mirror, tmp_path):

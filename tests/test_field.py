@@ -14,13 +14,13 @@ import pytest
 from scipy import stats
 
 from conftest import REPO, load_default_config, md_has_row, result_set_config, run_snakemake, save_runs
-from embinit.checks import check
-from embinit.config import ConfigError, dim_of
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError, dim_of
 from embinit.layers.position_table import sinusoidal_table
-from embinit.outputs import OUTPUTS
+from embinit.workflow.outputs import OUTPUTS
 from embinit.reports import builders, comparison, field
-from embinit.runsheet import run_sheet
-from embinit.specs import train_spec
+from embinit.workflow.runsheet import run_sheet
+from embinit.workflow.specs import train_spec
 
 # The runs config/offline-cpu.yaml plans for Table 14: block -> (its initializers, seeds)
 PLANNED = {

@@ -8,14 +8,14 @@ import pytest
 
 from conftest import load_default_config, run_snakemake, write_config
 from test_embeddings import SPECIALS, write_glove, write_vocab
-from embinit.checks import check
-from embinit.config import ConfigError
-from embinit.fingerprints import code_fingerprint
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError
+from embinit.identity.fingerprints import code_fingerprint
 from embinit.layers.missing import MISSING_POLICIES, sparsemax
 from embinit.layers.pretrained import extract
 from embinit.reports.matches import write_match_report
-from embinit.runsheet import fetched_raw, layer_sheet, run_sheet
-from embinit.specs import missing_code
+from embinit.workflow.runsheet import fetched_raw, layer_sheet, run_sheet
+from embinit.workflow.specs import missing_code
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from conftest import DE, EN, REPO, run_snakemake, write_config
-from embinit.checks import check
-from embinit.config import ConfigError, validate
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError, validate
 from embinit.data.hf_dataset import HFDataset, prepare, saved_files
 from embinit.data.prepare import DataError, splits_of
 from embinit.data.vocab import BOS, EOS, build, load_tokenizer

@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import save_file
 
 from conftest import EN, load_default_config, run_snakemake, write_config, write_tiny_mirror
-from embinit.checks import check
-from embinit.runsheet import fetched_raw, layer_sheet, run_sheet
-from embinit.config import ConfigError, add_hub_checkpoints, hub_checkpoint_files, validate
+from embinit.workflow.checks import check
+from embinit.workflow.runsheet import fetched_raw, layer_sheet, run_sheet
+from embinit.workflow.config import ConfigError, add_hub_checkpoints, hub_checkpoint_files, validate
 from embinit.data.vocab import build_vocab, load_tokenizer
 from embinit.layers import readers
 from embinit.layers.readers import read_hf_checkpoint

@@ -1,3 +1,5 @@
+import hashlib
+import json
 import inspect
 import math
 import typing
@@ -161,7 +163,7 @@ def test_a_side_without_a_source_is_named_for_the_xavier_draw_it_gets():
 
 @pytest.mark.parametrize("name", list(ini.INITIALIZERS))
 def test_config_parameters_follow_pretrained_shape_rng(name):
-    """embinit.checks.check offers the config every parameter after these three."""
+    """embinit.workflow.checks.check offers the config every parameter after these three."""
     assert list(inspect.signature(ini.INITIALIZERS[name]).parameters)[:3] == ["pretrained", "shape", "rng"]
 
 
@@ -480,8 +482,8 @@ def test_mapping_fingerprint_holds_its_driver():
     code = ini.code_fingerprint(ini.INITIALIZERS["Pretrained_PCA"], ini.initialize, ini.initialize_mapping)
     assert (
         fp
-        == ini.hashlib.sha256(
-            ini.json.dumps({"name": "Pretrained_PCA", "params": {"scale": "xavier"}, "code": code}).encode()
+        == hashlib.sha256(
+            json.dumps({"name": "Pretrained_PCA", "params": {"scale": "xavier"}, "code": code}).encode()
         ).hexdigest()[:16]
     )
     assert fp != ini.fingerprint("Pretrained_PCA", {"scale": "projection"})

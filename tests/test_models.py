@@ -7,7 +7,7 @@ import torch
 
 from conftest import REPO, SHARED_DATA, needs_shared
 from embinit.training.batching import TranslationData, pad
-from embinit.config import heads_for
+from embinit.models.config import heads_for
 from closed_forms import classifier_parameters, translator_parameters
 from embinit.models import Classifier, ModelConfig, Translator
 from embinit.layers.position_table import sinusoidal_table
@@ -244,8 +244,8 @@ def test_cached_generate_equals_the_uncached_decoder_on_real_multi30k_ids(tmp_pa
 def test_a_position_encoding_is_one_registered_class_and_one_config_value(monkeypatch):
     """Adding one: a @register class in embinit.models.position; the config check and the models accept it."""
     from conftest import load_default_config
-    from embinit.checks import check
-    from embinit.config import ConfigError
+    from embinit.workflow.checks import check
+    from embinit.workflow.config import ConfigError
     from embinit.models import position
 
     class Constant(position.PositionEncoding):

@@ -13,12 +13,12 @@ import yaml
 from snakemake.utils import update_config
 
 from conftest import REPO, load_default_config, one_run_config, planned_outputs, result_set_config, run_snakemake
-from embinit.checks import check
-from embinit.config import ConfigError, load, validate
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError, load, validate
 from embinit.layers.initializers import fingerprint, initialize, mean_std
-from embinit.runsheet import run_sheet
-from embinit.specs import layer_spec, train_spec
-from embinit.trials import try_entries
+from embinit.workflow.runsheet import run_sheet
+from embinit.workflow.specs import layer_spec, train_spec
+from embinit.workflow.trials import try_entries
 
 BLOCK = "sst2_glove"
 SETTINGS = {  # two settings of one entry: at Xavier's sigma and at the pre-trained rows' own (the entry's default)

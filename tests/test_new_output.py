@@ -1,4 +1,4 @@
-"""docs/extending.md's recipe for a new table holds: one `Output` entry in embinit/outputs.py, one builder in
+"""docs/extending.md's recipe for a new table holds: one `Output` entry in embinit/workflow/outputs.py, one builder in
 embinit/reports/builders.py and one caption in report/, then its name in `outputs:`, and the workflow builds it; a
 seeded output need not be called `table<N>`, and the paper comparison and findings beside it still build."""
 

@@ -1,12 +1,12 @@
-"""The output registry (embinit/outputs.py): every entry has its builder, its caption and a rule, and nothing else
+"""The output registry (embinit/workflow/outputs.py): every entry has its builder, its caption and a rule, and nothing else
 names an output the registry does not hold."""
 
 import inspect
 
 from conftest import REPO, load_default_config
-from embinit.checks import check
-from embinit.config import ConfigError
-from embinit.outputs import OUTPUTS, seeded_tables
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError
+from embinit.workflow.outputs import OUTPUTS, seeded_tables
 from embinit.reports import builders
 
 

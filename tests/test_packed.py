@@ -53,9 +53,9 @@ def test_a_blocks_speed_runs_pack_those_runs_only():
     """`speed_runs: {packed: [...]}` makes the named runs packed runs (their own identity) and leaves the block's other
     runs, and so their committed records, as they were; a pattern naming no run, or an option the schema does not
     know, is refused by its key."""
-    from embinit.checks import ConfigError, check
-    from embinit.config import load, violations
-    from embinit.specs import train_spec
+    from embinit.workflow.checks import ConfigError, check
+    from embinit.workflow.config import load, violations
+    from embinit.workflow.specs import train_spec
     from test_config import SCHEMA, _config
 
     block = {"task": "multi30k", "sources": {"encoder": None, "decoder": None}, "dim": 300, "epochs": 20,

@@ -9,7 +9,7 @@ from conftest import REPO, STAND_IN, TABLES_CONFIG as CONFIG, md_has_row, result
 from embinit.reports import comparison as pc
 from embinit.reports import statistics as stats, tables
 from embinit.layers.analogy import TRANSFORMS
-from embinit.outputs import seeded_tables
+from embinit.workflow.outputs import seeded_tables
 
 PAPER = REPO / "resources" / "paper_tables.csv"
 SEEDED = seeded_tables()
@@ -304,7 +304,7 @@ def test_a_finding_without_our_cells_is_not_measured(tmp_path):
 
 def test_committed_offline_results(tmp_path):
     """The committed records: the rule's own inputs, from the run sheet of config/offline-cpu.yaml."""
-    from embinit.runsheet import run_sheet
+    from embinit.workflow.runsheet import run_sheet
 
     config = result_set_config("offline-cpu")
     sheet = run_sheet(

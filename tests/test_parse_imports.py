@@ -1,10 +1,9 @@
 """Parsing the workflow imports no torch (3 s of every snakemake start, and the tests start many): `--list-rules` and a
 dry run read the training code's digest and the built-in position encodings' fingerprints from the files
-(embinit.sources), the same as those of the imported code, and a real run tries the registry entries (which imports
+(embinit.identity.sources), the same as those of the imported code, and a real run tries the registry entries (which imports
 torch) at its start, before its first job."""
 
 import ast
-import hashlib
 import importlib
 import inspect
 import pkgutil
@@ -14,13 +13,14 @@ import pytest
 import embinit.models
 import embinit.training
 from conftest import ONE_RUN, REPO, load_default_config, one_run_config, run_snakemake
-from embinit.fingerprints import code_fingerprint
+from embinit.identity.fingerprints import code_fingerprint
 from embinit.layers.initializers import INITIALIZERS
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.models.position import POSITION_ENCODINGS
 from embinit.registry import Registry
-from embinit.sources import Source, registered
-from embinit.training.digest import code_digest
+from embinit.identity.sources import Source, registered
+from embinit.identity.digests import text_digest
+from embinit.identity.training_code import code_digest, code_only
 
 EXTENSION = """import numpy as np
 
@@ -76,7 +76,7 @@ def test_a_dry_run_plans_a_run_without_torch(tmp_path, tiny_mirror, monkeypatch)
 
 
 def imported_training_code() -> str:
-    """The training code's digest as it was computed before embinit.sources, from the imported modules."""
+    """The training code's digest as it was computed before embinit.identity.sources, from the imported modules."""
     names = [p.__name__ for p in (embinit.training, embinit.models)]
     names += [
         f"{p.__name__}.{m.name}" for p in (embinit.training, embinit.models) for m in pkgutil.iter_modules(p.__path__)
@@ -96,7 +96,7 @@ def imported_training_code() -> str:
                 ]
             elif isinstance(node, ast.Import):
                 names += [alias.name for alias in node.names if alias.name.startswith("embinit")]
-    return hashlib.sha256("".join(inspect.getsource(found[n]) for n in sorted(found)).encode()).hexdigest()
+    return text_digest("".join(f"{n}\n{code_only(inspect.getsource(found[n]))}\n" for n in sorted(found)))
 
 
 def test_the_training_code_digest_read_from_the_files_is_that_of_the_imported_code():

@@ -24,8 +24,8 @@ from conftest import (
 )
 from embinit.data.fetch import FetchError, FetchSettings
 from embinit.data.preflight import offline_problem, preflight, prefetch, render
-from embinit.outputs import targeted_outputs
-from embinit.runsheet import fetched_raw, layer_sheet, run_sheet
+from embinit.workflow.outputs import targeted_outputs
+from embinit.workflow.runsheet import fetched_raw, layer_sheet, run_sheet
 
 WEIGHTS = b"weights"
 HUB_SHA = hashlib.sha256(WEIGHTS).hexdigest()

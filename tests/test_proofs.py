@@ -1,11 +1,11 @@
-"""embinit.proofs: a proof holds two runs of different training code that agree bit for bit, and chains to today's."""
+"""embinit.identity.proofs: a proof holds two runs of different training code that agree bit for bit, and chains to today's."""
 
 import json
 
 import pandas as pd
 import pytest
 
-from embinit.proofs import differences, load_proofs, numbers, proof_chain, proof_problems, prove
+from embinit.identity.proofs import differences, load_proofs, numbers, proof_chain, proof_problems, prove
 
 ROWS = [{"epoch": 1, "train_loss": 0.5, "valid_loss": float("nan"), "train_seconds": 3.0},
         {"epoch": 2, "train_loss": 0.25, "valid_loss": 0.4, "train_seconds": 3.1}]  # fmt: skip

@@ -14,13 +14,13 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, result_set_config
-from embinit.config import initializers_of, lr_variants, scaled_initializers, seeds_of
+from embinit.workflow.config import initializers_of, lr_variants, scaled_initializers, seeds_of
 from embinit.reports.runs import run_table
 from embinit.reports.tables import RATIOS
-from embinit.proofs import load_proofs, proof_chain, proof_problems
-from embinit.records import code_stale_reason, stale_reason
-from embinit.runsheet import cell_seeds, plotted, recorded_runs, run_sheet
-from embinit.specs import layer_spec, train_spec
+from embinit.identity.proofs import load_proofs, proof_chain, proof_problems
+from embinit.identity.records import code_stale_reason, stale_reason
+from embinit.workflow.runsheet import cell_seeds, plotted, recorded_runs, run_sheet
+from embinit.workflow.specs import layer_spec, train_spec
 from embinit.training.checkpoint import code_digest
 
 # Committed tables built from committed records (results/offline-cpu/README.md: the offline run is in parts whose

@@ -1,4 +1,4 @@
-"""embinit.reports.digest: an aggregate's sidecar names the report code that built it, read from the files, so that an
+"""embinit.identity.report_code: an aggregate's sidecar names the report code that built it, read from the files, so that an
 edit to the code of a table reruns that table and no other."""
 
 import json
@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 from conftest import REPO
-from embinit.outputs import OUTPUTS
-from embinit.reports import digest
-from embinit.sources import module_lines
+from embinit.workflow.outputs import OUTPUTS
+from embinit.identity import report_code as digest
+from embinit.identity.sources import module_lines
 
 
 def _edited(monkeypatch, module: str, old: str = "", new: str = "# an edit\n"):
@@ -40,7 +40,7 @@ def test_a_digest_is_the_same_in_every_process():
     """Table 10's builder reaches two helpers: they are digested in one order whatever the process's string hashes
     (a set's order once made its table stale in every new start)."""
     code = (
-        "import ast; from embinit.reports import digest; from embinit.sources import bindings; "
+        "import ast; from embinit.identity import report_code as digest; from embinit.identity.sources import bindings; "
         "b = bindings('embinit.reports.builders'); "
         "print([digest.report_code_digest(n) for n, s in b.items() if isinstance(s, ast.FunctionDef) and n[0] != '_'])"
     )
@@ -89,11 +89,11 @@ def test_code_a_report_module_reaches_elsewhere_in_embinit_is_digested_and_code_
 def test_the_digest_imports_no_report_module():
     """A snakemake start digests each output it plans: matplotlib and scipy stay out of it."""
     code = (
-        "import sys; from embinit.reports.digest import report_code_digest; report_code_digest('figure1'); "
-        "print(sorted(m for m in sys.modules if m.startswith(('matplotlib', 'scipy', 'embinit.reports.'))))"
+        "import sys; from embinit.identity.report_code import report_code_digest; report_code_digest('figure1'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('matplotlib', 'scipy', 'embinit.reports'))))"
     )
     shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert shown.stdout.strip() == "['embinit.reports.digest']"
+    assert shown.stdout.strip() == "[]"
 
 
 def test_every_committed_output_was_built_by_todays_report_code():

@@ -1,4 +1,4 @@
-"""The outputs of every run (embinit/outputs.py `Selection.every_run`): the run table, TensorBoard's event files
+"""The outputs of every run (embinit/workflow/outputs.py `Selection.every_run`): the run table, TensorBoard's event files
 read back with tensorboard's own reader, the exported layers loaded back, and the run table's page sorting and
 filtering in a headless Chromium."""
 
@@ -21,7 +21,7 @@ from conftest import ONE_RUN, REPO, load_default_config, run_snakemake
 from embinit.reports.export import export_layers
 from embinit.reports.runs import html_page, run_table
 from embinit.reports.tensorboard import EVENTS, tag, write_tensorboard
-from embinit.runsheet import layer_sheet, recorded_runs, run_sheet
+from embinit.workflow.runsheet import layer_sheet, recorded_runs, run_sheet
 
 FIRST_RUN = "results/first-run"
 PATHS = {

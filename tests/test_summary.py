@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, result_set_config
-from embinit.outputs import OUTPUTS, seeded_tables
+from embinit.workflow.outputs import OUTPUTS, seeded_tables
 from embinit.reports.comparison import findings
 from embinit.reports.summary import figure, findings_table
-from embinit.runsheet import recorded_runs, run_sheet
+from embinit.workflow.runsheet import recorded_runs, run_sheet
 
 RESULTS = REPO / "results"
 RUN_FILES = {"final": "/final.json", "metrics": "/metrics.parquet", "run": ""}

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from conftest import md_has_row, result_set_config, save_runs
-from embinit.checks import check
-from embinit.config import ConfigError, lr_of
+from embinit.workflow.checks import check
+from embinit.workflow.config import ConfigError, lr_of
 from embinit.layers.initializers import LayerSpec, fingerprint, initialize, mean_std
-from embinit.config import lr_variants, scaled_initializers
-from embinit.outputs import generated_initializers, layer_recipe, variants_of
+from embinit.workflow.config import lr_variants, scaled_initializers
+from embinit.workflow.outputs import generated_initializers, layer_recipe, variants_of
 from embinit.reports import comparison, sweeps
-from embinit.runsheet import run_sheet
-from embinit.specs import layer_spec, train_spec
+from embinit.workflow.runsheet import run_sheet
+from embinit.workflow.specs import layer_spec, train_spec
 
 SHAPE = (40, 6)
 BLOCK = "sst2_glove6b50d"

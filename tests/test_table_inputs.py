@@ -80,7 +80,7 @@ def test_table5_reads_the_base_runs_it_counts(planned_inputs):
 def test_seeds_by_initializer_give_a_column_fewer_seeds_and_leave_a_cell_out():
     """A column whose runs are still arriving (issue 56's GloVe columns at paper scale): its number over every cell, a
     per-variant number over that cell, 0 leaves the cell out, and the other columns keep their seeds."""
-    from embinit.runsheet import cell_seeds
+    from embinit.workflow.runsheet import cell_seeds
 
     section = {"seeds": 1, "seeds_by_variant": {"base": 3}, "seeds_by_initializer": {"P": 2, "PX": {"nopos": 0}}}
     assert [cell_seeds(section, "X", v) for v in ("base", "nopos")] == [3, 1]
@@ -93,8 +93,8 @@ def test_table3_seeds_by_variant_give_one_cell_more_seeds():
     and the recipe ablation's two single-change variants over 1 while its other cells take the block's 3."""
     from snakemake.utils import update_config
 
-    from embinit.config import load
-    from embinit.runsheet import run_sheet
+    from embinit.workflow.config import load
+    from embinit.workflow.runsheet import run_sheet
 
     config = load(REPO / "config.yaml")
     update_config(config, load(REPO / "config" / "paper-scale-cpu.yaml"))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from embinit.proofs import prove, training_code_of
+from embinit.identity.proofs import prove, training_code_of
 
 REPO = Path(__file__).resolve().parent.parent
 PROOFS = REPO / "resources" / "code_proofs"

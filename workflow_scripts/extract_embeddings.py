@@ -4,7 +4,7 @@ input:  vocab (vocabulary parquet) + one named input per file role of the source
         tokenizer), e.g. input.weights; auxiliary (the files of the other sources the policy reads; often none)
 params: source (dict: the config `sources` entry), missing (str), missing_seed (int), missing_params (dict: the
         policy's entry of config embeddings.missing_params), missing_code (the policy's code_fingerprint: only
-        triggers reruns), extensions (embinit.extensions.ExtensionFiles, loaded first so a missing-row policy
+        triggers reruns), extensions (embinit.workflow.extensions.ExtensionFiles, loaded first so a missing-row policy
         they register is known); auxiliary, only where the policy reads other sources (dict: source name ->
         {source: its config entry, files: role -> path})
 output: npy (N x D float32), meta (sidecar parquet: index, token, matched, filled)

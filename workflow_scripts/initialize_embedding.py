@@ -4,14 +4,14 @@ input:  vocab (vocabulary parquet: N = its rows), pretrained (pretrained_<side>.
         has no source: the layer is then Xavier)
 params: spec (embinit.layers.initializers.LayerSpec.identity(): plain values, which Snakemake's params trigger
         compares), extensions
-        (embinit.extensions.ExtensionFiles, loaded first so an initializer they register is known)
-output: npy (N x D float32), with the spec's digest beside it (embinit.records.sidecar_of); log: one file
+        (embinit.workflow.extensions.ExtensionFiles, loaded first so an initializer they register is known)
+output: npy (N x D float32), with the spec's digest beside it (embinit.identity.records.sidecar_of); log: one file
 """
 
 from embinit.interrupt import quiet_interrupt
 from embinit.io import job_log
 from embinit.layers.initializers import LayerSpec, initialize_file
-from embinit.records import write_sidecar
+from embinit.identity.records import write_sidecar
 
 quiet_interrupt(snakemake)
 

@@ -6,7 +6,7 @@ Expects:
                      references_valid, references_test (the BLEU references files), all of the vocab stage
   snakemake.params   spec (embinit.training.spec.RunSpec.identity(): plain values, which Snakemake's params
                      trigger compares; its digest goes into final.json); extensions
-                     (embinit.extensions.ExtensionFiles: loaded first, so a position encoding they register is
+                     (embinit.workflow.extensions.ExtensionFiles: loaded first, so a position encoding they register is
                      known); placement
                      (embinit.training.Placement: device, threads, deterministic; an object so that it
                      triggers no rerun)

@@ -34,7 +34,8 @@ import httpx2
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
-from embinit.io import atomic_path, sha256_of, write_text_atomic
+from embinit.io import atomic_path, write_text_atomic
+from embinit.identity.digests import sha256_of
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from embinit.data.fetch import (
     fetch_members,
     hub_file,
 )
-from embinit.io import sha256_of
+from embinit.identity.digests import sha256_of
 
 
 class Offline(Exception):

@@ -3,16 +3,15 @@
 Each initializer is `fn(pretrained, shape, rng, **params)` -> a float32 array of that shape, deterministic given
 `rng`. Adding one = one `@register` function here + one entry in config `initializers` /
 `initializer_params`, or, without forking the package, in the user's own file named by config `extensions`
-(embinit.extensions). A side without a pre-trained source gets Xavier whatever the initializer. One added by
+(embinit.workflow.extensions). A side without a pre-trained source gets Xavier whatever the initializer. One added by
 `register_mapping` instead maps the source's N x d matrix to a layer of another D (a block's own `dim`).
-The config may set the parameters after `rng`; embinit.checks.check enforces, before any job, that each is one the
+The config may set the parameters after `rng`; embinit.workflow.checks.check enforces, before any job, that each is one the
 function takes, of its annotated type (`int`, `float`, `str`, `bool`), one of the values a `Literal[...]` lists, and
 no less than an `Annotated[..., AtLeast(x)]` bound (embinit.registry.AtLeast).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import zlib
@@ -22,8 +21,9 @@ from typing import Callable, Literal
 import numpy as np
 import pyarrow.parquet as pq
 
-from embinit.fingerprints import code_fingerprint
-from embinit.io import atomic_path, spec_digest
+from embinit.identity.fingerprints import code_fingerprint
+from embinit.io import atomic_path
+from embinit.identity.digests import spec_digest, text_digest
 from embinit.registry import Registry
 
 Initializer = Callable[..., np.ndarray]
@@ -35,7 +35,7 @@ _MAPS_DIM: dict[str, set[str]] = {
     "expand": INITIALIZERS.flags["expands_dim"],
 }
 # `register`, `reads_pretrained`, `_lookup` and `initialize` keep their text verbatim: it enters every initializer's
-# fingerprint (embinit.fingerprints), so an edit reruns every layer and run.
+# fingerprint (embinit.identity.fingerprints), so an edit reruns every layer and run.
 
 
 def register(name: str, reads_pretrained: bool = True) -> Callable[[Initializer], Initializer]:
@@ -297,16 +297,16 @@ def initialize_mapping(
 def fingerprint(name: str, params: dict | None = None) -> str:
     """Short hash of an initializer's name, params and code: the code `initialize` (and `initialize_mapping`, for
     an entry of `register_mapping`) runs for it (its function and what that calls,
-    embinit.fingerprints.code_fingerprint). A Snakemake `params:` value, so editing one initializer reruns only its
+    embinit.identity.fingerprints.code_fingerprint). A Snakemake `params:` value, so editing one initializer reruns only its
     jobs, whether it is built in or in an extension file."""
     drivers = (initialize, initialize_mapping) if maps_dim(name) else (initialize,)
     blob = json.dumps({"name": name, "params": params or {}, "code": code_fingerprint(_lookup(name), *drivers)})
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return text_digest(blob, 16)
 
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """What makes a layer the layer it is (embinit.specs.layer_spec); `identity()` is what its sidecar's digest hashes
+    """What makes a layer the layer it is (embinit.workflow.specs.layer_spec); `identity()` is what its sidecar's digest hashes
     and what the layer rule hands its job (plain values, which Snakemake's params trigger compares)."""
 
     initializer: str  # its registry entry (a sweep's or a named setting's, not the name the config uses)

@@ -76,13 +76,13 @@ MissingPolicy = Callable[..., "np.ndarray | tuple[np.ndarray, Sequence[str]]"]
 MISSING_POLICIES: Registry = Registry("missing-row policy")
 
 
-# Verbatim: its text enters every missing-row policy's fingerprint (embinit.fingerprints): an edit reruns every
+# Verbatim: its text enters every missing-row policy's fingerprint (embinit.identity.fingerprints): an edit reruns every
 # extraction, layer and run.
 def register_missing(name: str) -> Callable[[MissingPolicy], MissingPolicy]:
     """Add a missing-row policy, selected by config `embeddings.missing: <name>`.
 
     A policy is `fn(ctx: MissingContext, **params)`; `params` are its entry of config `embeddings.missing_params` (checked by
-    embinit.checks.check against the parameters after `ctx`, as for initializers). It returns the
+    embinit.workflow.checks.check against the parameters after `ctx`, as for initializers). It returns the
     `ctx.n_missing` x D rows for `ctx.missing_index`, in that order, or `(rows, labels)` where `labels[j]` names
     what filled row j (recorded in the sidecar's `filled` column; default: the policy's name).
     """

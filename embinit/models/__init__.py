@@ -1,7 +1,16 @@
-"""The paper's two model shapes: encoder-decoder translator and encoder-only classifier."""
+"""The paper's two model shapes: encoder-decoder translator and encoder-only classifier, with their settings.
 
-from embinit.models.classifier import Classifier
-from embinit.models.config import ModelConfig
-from embinit.models.translator import Translator
+`embinit.models.config` imports no torch (the workflow's checks read it while they parse); the models load on first use.
+"""
 
-__all__ = ["Classifier", "ModelConfig", "Translator"]
+import importlib
+
+_LAZY = {"Classifier": "classifier", "ModelConfig": "config", "Translator": "translator"}
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    """The models import torch only when used: the workflow's checks import embinit.models.config without it."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

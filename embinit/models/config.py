@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from embinit.config import heads_for
 
 OUTPUT_EMBEDDINGS = ("untied", "tied", "initialized")  # the translator's output projection (embinit.models.translator)
 EMBEDDING_TRAINABLE = (True, False, "encoder", "decoder")  # both sides, neither, or only the named one
 # how the non-embedding parameters start (embinit.models.layers.INITS): `recipe` as the PyTorch translation recipe
 # initializes nn.Transformer (the paper's), `legacy` as this project's first model did (results made with it say so)
 MODEL_INITS = ("recipe", "legacy")
+
+
+def heads_by_dim(model_cfg: dict) -> dict[int, int]:
+    return {int(k): v for k, v in (model_cfg.get("heads_by_dim") or {}).items()}
+
+
+def heads_for(model_cfg: dict, dim: int) -> int:
+    """`model.heads`, unless `model.heads_by_dim` names this D (the paper uses 10 heads for D = 300)."""
+    return heads_by_dim(model_cfg).get(dim, model_cfg["heads"])
 
 
 @dataclasses.dataclass(frozen=True)

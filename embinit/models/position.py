@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 from embinit.layers.position_table import sinusoidal_table
-from embinit.torch_registries import POSITION_ENCODINGS
+from embinit.registry import POSITION_ENCODINGS
 
 
 class PositionEncoding(nn.Module):
@@ -40,7 +40,7 @@ class PositionEncoding(nn.Module):
         return None
 
 
-# Verbatim: its text enters every position encoding's fingerprint (embinit.fingerprints): an edit reruns every run.
+# Verbatim: its text enters every position encoding's fingerprint (embinit.identity.fingerprints): an edit reruns every run.
 def register(name: str):
     def add(cls: type[PositionEncoding]) -> type[PositionEncoding]:
         POSITION_ENCODINGS[name] = cls

@@ -1,4 +1,4 @@
-"""One builder per output of embinit/outputs.py, named as the output: it writes the output's files from its Snakemake
+"""One builder per output of embinit/workflow/outputs.py, named as the output: it writes the output's files from its Snakemake
 job (workflow_scripts/report.py) and returns its rows. `job.params.rows` are the run-sheet rows of the runs it shows,
 `job.params.layers` the layer-sheet rows of the files it reads, `job.params.config` the config sections it reads."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from embinit.config import scaled_initializers
+from embinit.workflow.config import scaled_initializers
 from embinit.reports import analogy, comparison, field, figures, recipe, statistics, sweeps, tables
 from embinit.reports.export import export_layers
 from embinit.reports.matches import write_match_report

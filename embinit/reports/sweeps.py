@@ -1,7 +1,7 @@
 """Beyond the paper, Finding 1 along a sweep: Table 12 (the layer's scale apart from its content: each base layer
 times k) and Table 13 (Finding 1's checks at each learning rate), each with its figure.
 
-Each receives exactly its runs (the run sheet's rows, embinit.runsheet), reads their accuracy from final.json and
+Each receives exactly its runs (the run sheet's rows, embinit.workflow.runsheet), reads their accuracy from final.json and
 judges a difference paired by seed by its 95% t-interval, as Table 1's Δ and the paper comparison do.
 """
 

@@ -1,6 +1,6 @@
 """The paper's result tables (1, 3, 5, 7) and, beyond the paper, Tables 9 and 11, from training runs.
 
-Each table receives exactly its runs: the run sheet's rows (embinit.runsheet), with a `final` column naming each
+Each table receives exactly its runs: the run sheet's rows (embinit.workflow.runsheet), with a `final` column naming each
 run's final.json; it never re-selects. Means and sample stds (ddof=1, blank with one seed) are over seeds. Every
 CSV row names its block and the embedding sources that block used (name and display), so a stand-in source (e.g.
 `glove6b50d`) is never read as the paper's; row labels are the sheet's ("GloVe_Xavier").

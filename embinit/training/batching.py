@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from embinit.data.vocab import PAD, SPLIT_LAYOUT, TRANSLATION_COLUMNS
-from embinit.torch_registries import BATCHINGS
+from embinit.registry import BATCHINGS
 
 
 def truncate(ids: np.ndarray, max_len: int) -> np.ndarray:

@@ -20,8 +20,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from embinit.io import atomic_path, sha256_of, write_text_atomic
-from embinit.training.digest import code_digest
+from embinit.io import atomic_path, write_text_atomic
+from embinit.identity.digests import sha256_of
+from embinit.identity.training_code import code_digest
 from embinit.training.spec import RunFiles, RunSpec
 from embinit.training.stopping import held
 

@@ -53,7 +53,7 @@ class Placement:
 
 def require_cuda(setting: str, device: torch.device) -> None:
     """Fail at the job's start, in one line naming `train.device`, when torch cannot run on `device` (also the
-    workflow's check of a local run's device, embinit.checks.check_local_device)."""
+    workflow's check of a local run's device, embinit.workflow.checks.check_local_device)."""
     import torch
 
     asked = f"train.device: {setting}"

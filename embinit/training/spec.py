@@ -1,4 +1,4 @@
-"""A run's spec, typed: the settings the workflow plans for a run (embinit.specs.train_spec), whose digest its record
+"""A run's spec, typed: the settings the workflow plans for a run (embinit.workflow.specs.train_spec), whose digest its record
 keeps, and apart from them the files its job hands it, so that where the files lie is no part of what a run is."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from embinit.io import spec_digest
+from embinit.identity.digests import spec_digest
 
 OPTIONAL = ("speed_options", "batching_code")  # absent from a spec's identity when unset: earlier digests hold
 
@@ -54,7 +54,7 @@ class RunSpec:
         return self.kind == "translation"
 
     def speed(self, option: str) -> bool:
-        """Whether a speed option (embinit.specs.SPEED_OPTIONS) is on."""
+        """Whether a speed option (embinit.workflow.specs.SPEED_OPTIONS) is on."""
         return bool((self.speed_options or {}).get(option, False))
 
 

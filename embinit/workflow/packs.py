@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from embinit.cluster import packs
-from embinit.outputs import targeted_outputs
+from embinit.workflow.cluster import packs
+from embinit.workflow.outputs import targeted_outputs
 from embinit.workflow.paths import fill
 from embinit.workflow.plan import Plan, RunKey
 

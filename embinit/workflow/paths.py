@@ -42,7 +42,7 @@ class Paths:
     pack_runs: str
     pack: str
     pack_log: str
-    # Reports stage: an output of embinit/outputs.py is a file <name>.<suffix> per format (Output.formats: csv, md,
+    # Reports stage: an output of embinit/workflow/outputs.py is a file <name>.<suffix> per format (Output.formats: csv, md,
     # png, parquet, html) or a folder
     output_file: str
     folder: str  # TensorBoard's event files, the exported layers

@@ -10,14 +10,14 @@ from typing import NamedTuple
 import pandas as pd
 from snakemake.io import directory, report
 
-from embinit.config import evaluated_splits, missing_setting, sides_of, task_sides, tokenizer_of
+from embinit.workflow.config import evaluated_splits, missing_setting, sides_of, task_sides, tokenizer_of
 from embinit.data.hf_dataset import is_saved, saved_files
 from embinit.data.prepare import splits_of
 from embinit.layers.initializers import LayerSpec, reads_pretrained
 from embinit.layers.missing import source_names
-from embinit.outputs import OUTPUTS, Output, layer_recipe
-from embinit.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
-from embinit.specs import layer_spec, train_spec
+from embinit.workflow.outputs import OUTPUTS, Output, layer_recipe
+from embinit.workflow.runsheet import EVERY_RUN_COLUMNS, layer_sheet, plotted, recorded_runs, run_sheet
+from embinit.workflow.specs import layer_spec, train_spec
 from embinit.training.spec import RunSpec
 from embinit.workflow.paths import Paths, fill
 
@@ -206,7 +206,7 @@ class Plan:
 
     def output_records(self, out: Output) -> list[str]:
         """The records an output reads (runs' final.json and metrics, compared tables): one missing or changed since
-        it was built makes it stale (embinit.records.aggregate_stale_reason)."""
+        it was built makes it stale (embinit.identity.records.aggregate_stale_reason)."""
         inputs = self.output_inputs(out, "")
         return sorted({path for key in ("final", "metrics", "tables") for path in inputs.get(key, [])})
 

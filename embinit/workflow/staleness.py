@@ -3,7 +3,7 @@
 Snakemake reruns a job whose params changed only while its own records (.snakemake/metadata) are there; from another
 working directory, or after they are deleted, a stale output would look current. So a run's final.json and a layer's
 sidecar hold the digest of the spec their job ran with, an aggregate's sidecar the digests of the records it read and of
-its report code (embinit.reports.digest), and this module compares them with what the config plans now (embinit.records
+its report code (embinit.identity.report_code), and this module compares them with what the config plans now (embinit.identity.records
 says how). A stale output's job is forced (rules/common.smk: Snakemake has no per-file force flag, snakemake issue
 #4254); nothing is written. Each output is judged when its job is planned, so a start pays for the jobs of its targets,
 not for every job the config plans.
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from embinit.io import parquet_problem
 from embinit.layers.initializers import layer_problem
-from embinit.outputs import Output
-from embinit.records import aggregate_stale_reason, code_stale_reason, sidecar_of, stale_reason
-from embinit.reports.digest import report_code_digest
+from embinit.workflow.outputs import Output
+from embinit.identity.records import aggregate_stale_reason, code_stale_reason, sidecar_of, stale_reason
+from embinit.identity.report_code import report_code_digest
 from embinit.workflow.plan import LayerKey, Plan, RunKey
 
 

@@ -1,5 +1,5 @@
-"""A report's code digest, read from the files (embinit.sources) without importing the report modules (matplotlib,
-scipy), so that the workflow plans an aggregate built by other report code stale (embinit.records) while it parses."""
+"""A report's code digest, read from the files (embinit.identity.sources) without importing the report modules (matplotlib,
+scipy), so that the workflow plans an aggregate built by other report code stale (embinit.identity.records) while it parses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 import functools
 import hashlib
 
-from embinit.sources import DEFINITIONS, bindings, import_closure, module_file, module_lines
+from embinit.identity.sources import DEFINITIONS, bindings, import_closure, module_file, module_lines
 
 BUILDERS = "embinit.reports.builders"
 PACKAGE = "embinit.reports"

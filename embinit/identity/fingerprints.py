@@ -16,9 +16,9 @@ import sys
 import textwrap
 from typing import Iterator
 
-from embinit.sources import DEFINITIONS, Source, bindings, module_file
+from embinit.identity.sources import DEFINITIONS, Source, bindings, module_file
 
-MODULE_PREFIX = "embinit_ext_"  # the module name of every extension file embinit.extensions loads
+MODULE_PREFIX = "embinit_ext_"  # the module name of every extension file embinit.workflow.extensions loads
 SCALARS = (bool, int, float, str, bytes)  # module-level values whose repr joins a code fingerprint, with the containers
 CONTAINERS = (list, dict, set, frozenset)  # exact types (a Registry, a dict subclass, is left out) and any tuple
 

@@ -1,6 +1,6 @@
 """The config's parts checked against each other and against the registries, which its schema cannot express: a
 name that refers to nothing defined, a registry entry's parameters, a block's sources, what an output needs of its
-blocks, attention heads against D. Run when the Snakefile loads, right after the schema (embinit.config.validate).
+blocks, attention heads against D. Run when the Snakefile loads, right after the schema (embinit.workflow.config.validate).
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Iterator
 
-from embinit.config import (
+from embinit.workflow.config import (
     ConfigError,
     dim_of,
-    heads_by_dim,
-    heads_for,
     initializer_setting,
     initializers_of,
     lr_of,
@@ -26,14 +24,15 @@ from embinit.config import (
     validate,
     violations,
 )
-from embinit.extensions import ExtensionError, load as load_extensions, registries
+from embinit.models.config import heads_by_dim, heads_for
+from embinit.workflow.extensions import ExtensionError, load as load_extensions, registries
 from embinit.registry import Above, AtLeast, names_of
-from embinit.proofs import accepted_problems
-from embinit.training.digest import code_digest
+from embinit.identity.proofs import accepted_problems
+from embinit.identity.training_code import code_digest
 from embinit.training.placement import require_cuda
 from embinit.layers.initializers import fits_dim, mapping_initializers
-from embinit.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe, variants_of
-from embinit.runsheet import layer_sheet, run_sheet, trained_blocks
+from embinit.workflow.outputs import OUTPUTS, generated_initializers, generated_variants, layer_recipe, variants_of
+from embinit.workflow.runsheet import layer_sheet, run_sheet, trained_blocks
 
 
 def _require(value, allowed, key: str) -> None:
@@ -138,7 +137,7 @@ def check(config: dict) -> None:
     express: a name that refers to nothing defined, a registry entry's parameters, a block's sources, what a table
     needs of its block, attention heads against D.
 
-    The `extensions` files are loaded first (embinit.extensions.load), so the names they register are allowed.
+    The `extensions` files are loaded first (embinit.workflow.extensions.load), so the names they register are allowed.
     """
     for i, path in enumerate(config.get("extensions") or []):
         try:
@@ -433,7 +432,7 @@ def check_local_device(config: dict) -> None:
 
 
 def check_schema(config: dict, schema_path, files, overrides: dict) -> None:
-    """embinit.config.validate over the merged config, naming --config among its sources when it was given, and
+    """embinit.workflow.config.validate over the merged config, naming --config among its sources when it was given, and
     saying so when a number or a boolean there arrived as text: Snakemake's --config parses a value nested in a
     mapping (`--config "blocks={b: {epochs: 2}}"`) as a string."""
     try:

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Literal
 
 import pandas as pd
 
-from embinit.config import (
+from embinit.workflow.config import (
     initializer_setting,
     initializers_of,
     lr_variants,
@@ -42,14 +42,14 @@ RAW_KEYS = ("questions",)  # keys of an output's config section that name a raw 
 
 @dataclass(frozen=True)
 class Selection:
-    """What an output reads, declared once: its rule's inputs and its builder's rows follow (embinit.runsheet)."""
+    """What an output reads, declared once: its rule's inputs and its builder's rows follow (embinit.workflow.runsheet)."""
 
-    # its selection of training runs, `runs(config)`: blocks, initializers, variants, seeds (embinit.runsheet)
+    # its selection of training runs, `runs(config)`: blocks, initializers, variants, seeds (embinit.workflow.runsheet)
     runs: Callable[[dict], dict] | None = None
     files: tuple[str, ...] = ("final",)  # the run sheet's file columns its rule takes as input
     # the layer files it reads, `layers(config, runs)` (`runs`: its run-sheet rows)
     layers: Callable[[dict, pd.DataFrame], Iterator[Layer]] | None = None
-    # its runs are every run of the config's outputs and every run record under results_dir (embinit.runsheet)
+    # its runs are every run of the config's outputs and every run record under results_dir (embinit.workflow.runsheet)
     every_run: bool = False
     tables: bool = False  # the `compared` tables built and the runs of the `seeded` ones (the paper comparison)
     # A sweep's runs beyond the configured ones: variants (name -> switches, with its `lr`) and initializers (name ->
@@ -70,7 +70,7 @@ class Role:
 
 @dataclass(frozen=True)
 class Requires:
-    """What the config section named as the output must hold, so a wrong one stops before any job (embinit.checks)."""
+    """What the config section named as the output must hold, so a wrong one stops before any job (embinit.workflow.checks)."""
 
     translation: bool = False  # its blocks are translation blocks: it reports BLEU or the decoder
     source: bool = False  # its block's `side` has a pre-trained source: it reads that side's pre-trained layer
@@ -465,7 +465,7 @@ def generated_initializers(config: dict) -> dict[str, tuple[str, dict]]:
 
 def layer_recipe(config: dict, init: str) -> tuple[str, dict]:
     """The registry entry and params a layer of `init` runs: a sweep's, or the configured name's
-    (embinit.config.initializer_setting)."""
+    (embinit.workflow.config.initializer_setting)."""
     return generated_initializers(config).get(init) or initializer_setting(config, init)
 
 

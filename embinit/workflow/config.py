@@ -1,5 +1,5 @@
 """The configuration: loading, schema validation, and the questions about the grid it describes (a block's sides,
-dimension, tokenizer, learning rate, initializers and seeds). The checks across its parts are embinit.checks.
+dimension, tokenizer, learning rate, initializers and seeds). The checks across its parts are embinit.workflow.checks.
 
 `load` and `validate` run when the Snakefile loads, before any job, so a typo fails in a second with the file or
 key and the allowed values rather than hours later inside a training job.
@@ -76,7 +76,7 @@ def _hint(error: jsonschema.ValidationError) -> str:
 
 def violations(schema: dict, instance, prefix: str = "") -> list[str]:
     """One line per way `instance` breaks `schema`: the config key, the value and what is allowed, and what to
-    write instead where the cause is likely (embinit.config._hint)."""
+    write instead where the cause is likely (embinit.workflow.config._hint)."""
     import jsonschema
 
     validator = _strict(jsonschema.validators.validator_for(schema))(schema)
@@ -128,18 +128,9 @@ def lr_of(config: dict, block: str) -> float:
     return block_cfg.get("lr", config["tasks"][block_cfg["task"]]["lr"])
 
 
-def heads_by_dim(model_cfg: dict) -> dict[int, int]:
-    return {int(k): v for k, v in (model_cfg.get("heads_by_dim") or {}).items()}
-
-
-def heads_for(model_cfg: dict, dim: int) -> int:
-    """`model.heads`, unless `model.heads_by_dim` names this D (the paper uses 10 heads for D = 300)."""
-    return heads_by_dim(model_cfg).get(dim, model_cfg["heads"])
-
-
 def dim_of(config: dict, block: str) -> int:
     """D of a block: its own `dim` when it sets one (a Xavier-only block must; a source of another d then needs an
-    initializer that maps d to D, embinit.checks), else its sources' dimension."""
+    initializer that maps d to D, embinit.workflow.checks), else its sources' dimension."""
     block_cfg = config["blocks"][block]
     if "dim" in block_cfg:
         return block_cfg["dim"]
@@ -162,7 +153,7 @@ def missing_setting(config: dict) -> tuple[str, dict]:
 
 def initializers_of(config: dict, block: str) -> list[str]:
     """The block's own list when it has one, else all of the configured initializers, in the configured order (a
-    block's names are among those: embinit.checks)."""
+    block's names are among those: embinit.workflow.checks)."""
     wanted = config["blocks"][block].get("initializers", config["initializers"])
     return [i for i in config["initializers"] if i in wanted]
 

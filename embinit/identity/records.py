@@ -12,13 +12,13 @@ outputs downstream of a temp() file): nothing would rerun the lost run.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import socket
 from pathlib import Path
 
-from embinit.io import sha256_of, write_text_atomic
+from embinit.io import write_text_atomic
+from embinit.identity.digests import sha256_of, text_digest
 
 
 def sidecar_of(output: str | os.PathLike) -> Path:
@@ -89,7 +89,7 @@ def records_digest(records: list[str]) -> str:
         if key not in _HASHED:
             _HASHED[key] = sha256_of(record)
         parts.append(_HASHED[key])
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return text_digest("\n".join(parts), 16)
 
 
 def aggregate_stale_reason(output: str | os.PathLike, records: list[str], code: str | None = None) -> str | None:

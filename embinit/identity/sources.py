@@ -20,7 +20,7 @@ def module_file(name: str) -> Path | None:
     it; None for a name that is no module of embinit."""
     if name != "embinit" and not name.startswith("embinit."):
         return None
-    path = Path(__file__).parent.parent.joinpath(*name.split("."))
+    path = Path(__file__).parents[2].joinpath(*name.split("."))
     return next((p for p in (path / "__init__.py", path.with_suffix(".py")) if p.is_file()), None)
 
 
@@ -97,7 +97,7 @@ def bindings(name: str) -> dict[str, ast.stmt | None]:
 class Source:
     """A top-level function or class of an embinit module, by module and name: a registry's built-in whose module
     imports torch (embinit.models.position) is its Source until that module is imported, so that the workflow reads
-    its name and its code (embinit.fingerprints) without importing torch."""
+    its name and its code (embinit.identity.fingerprints) without importing torch."""
 
     module: str
     name: str

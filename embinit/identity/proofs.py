@@ -22,7 +22,7 @@ import pandas as pd
 
 from embinit.io import write_text_atomic
 
-PROOFS = Path(__file__).resolve().parents[1] / "resources" / "code_proofs"  # committed, beside the package
+PROOFS = Path(__file__).resolve().parents[2] / "resources" / "code_proofs"  # committed, beside the package
 # Record fields that say where and how fast a run ran, or which code and spec made it, not what it learned
 PLACE_FIELDS = (
     "train_minutes_per_epoch",

@@ -9,17 +9,16 @@ An extension file is imported as a module and may register, as the built-ins do:
 - a batching: `@embinit.training.batching.register_batching("name")` (config `train.batching`,
   `variants.*.train.batching`).
 
-`embinit.checks.check` loads them first, so their names pass the config checks, and every job that uses a registry
+`embinit.workflow.checks.check` loads them first, so their names pass the config checks, and every job that uses a registry
 loads them again (Snakemake jobs are separate processes; the rules pass the paths as an `ExtensionFiles`). Paths are
 relative to the working directory (Snakemake's `--directory`) or absolute. A job's rerun trigger holds
-`embinit.fingerprints.code_fingerprint` of exactly the entry it uses, resolved by registry name: loading another
+`embinit.identity.fingerprints.code_fingerprint` of exactly the entry it uses, resolved by registry name: loading another
 file, or editing a function no entry in use calls, reruns nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import sys
 import traceback
@@ -28,12 +27,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Iterator
 
-from embinit.fingerprints import MODULE_PREFIX, FingerprintError, code_fingerprint
+from embinit.identity.digests import text_digest
+from embinit.identity.fingerprints import MODULE_PREFIX, FingerprintError, code_fingerprint
 from embinit.layers.initializers import INITIALIZERS
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.registry import Registry, Snapshot
-from embinit.sources import Source
-from embinit.torch_registries import BATCHINGS, POSITION_ENCODINGS
+from embinit.identity.sources import Source
+from embinit.registry import BATCHINGS, POSITION_ENCODINGS
 
 
 class ExtensionError(ValueError):
@@ -69,7 +69,7 @@ def _resolve(path: str | Path) -> Path:
 def module_name(path: str | Path) -> str:
     """`embinit_ext_<stem>_<hash8>`: unique per file (the hash is of its resolved path)."""
     resolved = Path(path).absolute().resolve()
-    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
+    digest = text_digest(str(resolved), 8)
     stem = "".join(c if c.isalnum() else "_" for c in resolved.stem)
     return f"{MODULE_PREFIX}{stem}_{digest}"
 

@@ -1,7 +1,7 @@
 """The run sheet: every training run the outputs use, one tidy row per (output, run), built once from the config.
 
 The rules take each output's inputs from it and hand each report exactly its rows, so which runs a table shows is
-decided by the output's selection (embinit.outputs) and only there; a report never re-filters by config. A row says
+decided by the output's selection (embinit.workflow.outputs) and only there; a report never re-filters by config. A row says
 what its run is (block, task, sources, initializer with the registry entry and parameters its layer runs, seed,
 variant and its switches, the recipe's included), how the paper's tables name it (`label`) and where its files are.
 The layer sheet does the same for the embedding layers outputs read.
@@ -15,10 +15,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from embinit.config import initializers_of, missing_setting, seeds_of, sides_of, tokenizer_of
+from embinit.workflow.config import initializers_of, missing_setting, seeds_of, sides_of, tokenizer_of
 from embinit.layers.initializers import INITIALIZERS, display_name, reads_pretrained
 from embinit.layers.missing import source_names
-from embinit.outputs import OUTPUTS, generated_initializers, layer_recipe, speed_options, variant_settings, variants_of
+from embinit.workflow.outputs import (
+    OUTPUTS,
+    generated_initializers,
+    layer_recipe,
+    speed_options,
+    variant_settings,
+    variants_of,
+)
 
 COLUMNS = [
     "output",
@@ -50,7 +57,7 @@ Run = tuple[str, str, int, str]  # block, initializer, seed, variant
 
 
 def selections(config: dict) -> list[dict]:
-    """Which runs each output that shows runs selects (embinit.outputs): its blocks, initializers (None: each
+    """Which runs each output that shows runs selects (embinit.workflow.outputs): its blocks, initializers (None: each
     block's own), variants and seeds (None: each block's; an int: the first that many; a dict: per block, as Figure 1's
     five-seed GloVe panel), and seeds per cell where a cell has more or fewer runs than the others (`cell_seeds`)."""
     return [{"output": name, **out.selects.runs(config)} for name, out in OUTPUTS.items() if out.selects.runs]
@@ -171,7 +178,7 @@ LAYER_COLUMNS = ["output", "block", "task", "family", "source", "source_display"
 
 
 def layer_sheet(config: dict, runs: pd.DataFrame, paths: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per (output, file) of the outputs that read embedding layers (embinit.outputs.Layer); `runs` is the
+    """One row per (output, file) of the outputs that read embedding layers (embinit.workflow.outputs.Layer); `runs` is the
     run sheet (an output's layers may follow its runs), `paths` a template per kind of file (layer: with {block},
     {init}, {seed}, {side}; pretrained, tokens: with {block}, {side}; vocab: with {task}, {tokenizer}, {side};
     tokenizer: {relpath}, the tokenizer's raw file; None: rows without paths, for what reads only the layers' kinds)."""

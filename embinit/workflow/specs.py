@@ -1,19 +1,19 @@
 """What a layer, a run or an extraction depends on beyond its input files: the specs the workflow plans for a job
-and the job records (embinit.records), so a change to any of them reruns exactly the jobs it reaches."""
+and the job records (embinit.identity.records), so a change to any of them reruns exactly the jobs it reaches."""
 
 from __future__ import annotations
 
 
-from embinit.config import dim_of, initializer_setting, lr_of, missing_setting, tokenizer_of
-from embinit.fingerprints import code_fingerprint
+from embinit.workflow.config import dim_of, initializer_setting, lr_of, missing_setting, tokenizer_of
+from embinit.identity.fingerprints import code_fingerprint
 from embinit.layers.initializers import LayerSpec, fingerprint
 from embinit.layers.missing import MISSING_POLICIES
 from embinit.registry import names_of
-from embinit.outputs import SPEED_OPTIONS, layer_recipe, speed_options, variant_settings, variants_of
+from embinit.workflow.outputs import SPEED_OPTIONS, layer_recipe, speed_options, variant_settings, variants_of
 from embinit.training import Placement
 from embinit.training.spec import RunSpec
-from embinit.sources import Source
-from embinit.torch_registries import BATCHINGS, POSITION_ENCODINGS
+from embinit.identity.sources import Source
+from embinit.registry import BATCHINGS, POSITION_ENCODINGS
 
 
 def layer_spec(config: dict, block: str, init: str, seed: int, side: str) -> LayerSpec:

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from embinit.config import ConfigError, initializer_setting, missing_setting
+from embinit.workflow.config import ConfigError, initializer_setting, missing_setting
 from embinit.layers.initializers import INITIALIZERS, initialize, reads_pretrained
 from embinit.layers.missing import MISSING_POLICIES, fill_missing
 from embinit.models.config import ModelConfig
 from embinit.models.position import POSITION_ENCODINGS
-from embinit.outputs import variant_settings
-from embinit.torch_registries import BATCHINGS
+from embinit.workflow.outputs import variant_settings
+from embinit.registry import BATCHINGS
 
 SHAPE = (9, 8)  # N x D of the trial layers: D divisible by the trial's 2 heads, even for rotary
 
@@ -130,7 +130,7 @@ def try_batching(name: str, bucket_width: int) -> None:
 
 
 def try_entries(config: dict) -> None:
-    """Every entry a checked config (embinit.checks.check) names: its initializers, its variants' position
+    """Every entry a checked config (embinit.workflow.checks.check) names: its initializers, its variants' position
     encodings and batchings, and its missing-row policy; ConfigError naming the first that fails."""
     try:
         for name in config["initializers"]:
