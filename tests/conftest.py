@@ -4,6 +4,7 @@ one-run grid built once per session."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gzip
 import json
 import os
@@ -11,11 +12,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import pytest
 import yaml
 from snakemake_zygote import Zygote
+
+from embinit.workflow import extensions
 
 # torch's OpenMP threads sleep rather than spin while they wait (set before torch loads): on 2 cores shared with
 # other work, spinning made the toy training runs up to 5x slower (docs/performance.md, "Test tiers"); no result
@@ -44,6 +48,23 @@ DE = [
     "Zwei Frauen fahren Fahrrad .",
     "Ein Hund rennt im Park .",
 ]
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Undo, on exit, every extension loaded and every registry entry added inside the block ."""
+    before, loaded, origin = extensions._snapshot(), dict(extensions._LOADED), dict(extensions._ORIGIN)
+    try:
+        yield
+    finally:
+        extensions._restore(before)
+        for path, module in list(extensions._LOADED.items()):
+            if path not in loaded:
+                sys.modules.pop(module.__name__, None)
+        extensions._LOADED.clear()
+        extensions._LOADED.update(loaded)
+        extensions._ORIGIN.clear()
+        extensions._ORIGIN.update(origin)
 
 
 def write_gz_lines(path: Path, lines: list[str]) -> None:

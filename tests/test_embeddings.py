@@ -10,7 +10,7 @@ from safetensors.numpy import save_file
 from conftest import load_default_config
 from embinit.workflow.checks import check
 from embinit.workflow.config import ConfigError
-from embinit.workflow.extensions import isolated
+from conftest import isolated
 from embinit.layers.initializers import mean_std, xavier_bound
 from embinit.layers.missing import MISSING_POLICIES, NgramIndex, char_ngrams, register_missing
 from embinit.layers.pretrained import extract

@@ -10,7 +10,7 @@ import yaml
 from conftest import REPO, load_default_config, planned_outputs, run_snakemake, write_config
 from embinit.workflow.checks import check
 from embinit.workflow.config import ConfigError
-from embinit.workflow.extensions import isolated
+from conftest import isolated
 from embinit.identity.fingerprints import code_fingerprint
 from embinit.layers.initializers import fingerprint
 from embinit.layers.missing import MISSING_POLICIES

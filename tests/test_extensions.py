@@ -14,7 +14,8 @@ from conftest import REPO, load_default_config
 from embinit.workflow import extensions
 from embinit.workflow.checks import check
 from embinit.workflow.config import ConfigError
-from embinit.workflow.extensions import ExtensionError, isolated, load, module_name
+from conftest import isolated
+from embinit.workflow.extensions import ExtensionError, load, module_name
 from embinit.identity.fingerprints import code_fingerprint
 from embinit.layers import initializers as ini
 from embinit.layers.missing import MISSING_POLICIES

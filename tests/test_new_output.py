@@ -40,7 +40,7 @@ def test_a_table_of_any_name_through_the_three_files_extending_names(tmp_path, o
     for name in CODE:
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
         copy(REPO / name, code / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if (REPO / name).is_dir() else {}))  # fmt: skip
-    outputs = code / "embinit" / "outputs.py"
+    outputs = code / "embinit" / "workflow" / "outputs.py"
     anchor = '        Output("paper_comparison", "Paper vs ours", Selection(tables=True)),\n'
     assert anchor in outputs.read_text()
     outputs.write_text(outputs.read_text().replace(anchor, anchor + ENTRY))

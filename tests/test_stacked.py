@@ -125,12 +125,15 @@ def test_a_frozen_runs_embedding_stays_its_initial_layer_in_the_stack(together, 
 
 
 def test_a_run_of_fewer_epochs_leaves_the_stack_where_it_stops_alone(toy4, tmp_path, alone):
-    """Cell 0 trains 2 epochs, the others 4: its record equals its alone run of 2 epochs; the rest still equal theirs."""
+    """Cell 0 trains 2 epochs, the others 8: its record equals its alone run of 2 epochs; the rest still equal theirs,
+    and each record says the stack it ended in (cell 0: of 3; the others, after it left: of 2)."""
     short_alone = tmp_path / "short_alone"
     loop.train_run(*job_of(cell_spec(toy4, *CELLS[0], epochs=2)), short_alone, CPU)
     specs = [cell_spec(toy4, *CELLS[0], epochs=2)] + [cell_spec(toy4, *cell) for cell in CELLS[1:3]]
     outs = [tmp_path / f"s{i}" for i in range(3)]
-    stacked.train_stack(list(map(job_of, specs)), outs, CPU)
+    finals = stacked.train_stack(list(map(job_of, specs)), outs, CPU)
+    assert [final["stack"] for final in finals] == [3, 2, 2]
+    assert [json.loads((out / "final.json").read_text())["stack"] for out in outs] == [3, 2, 2]
     pd.testing.assert_frame_equal(numbers(outs[0]), numbers(short_alone), rtol=1e-5)
     for out, (alone_out, _, _) in zip(outs[1:], alone[1:3]):
         pd.testing.assert_frame_equal(numbers(out), numbers(alone_out), rtol=1e-5)
@@ -138,7 +141,8 @@ def test_a_run_of_fewer_epochs_leaves_the_stack_where_it_stops_alone(toy4, tmp_p
 
 def test_a_run_whose_loss_turns_nan_leaves_the_stack_and_the_others_train_on(toy4, tmp_path, alone):
     """A run whose decoder layer is NaN fails at the end of its first epoch, as alone; the two runs beside it train
-    their epochs as they do alone, are recorded, and the stack then fails naming the run."""
+    their epochs as they do alone, are recorded as having ended in a stack of two, and the stack then fails naming
+    the run."""
     for side in ("encoder", "decoder"):
         matrix = np.load(toy4 / f"emb_a_{side}.npy")
         np.save(tmp_path / f"emb_nan_{side}.npy", matrix if side == "encoder" else np.full_like(matrix, np.nan))
@@ -154,7 +158,18 @@ def test_a_run_whose_loss_turns_nan_leaves_the_stack_and_the_others_train_on(toy
     assert not (outs[1] / "final.json").exists() and not (outs[1] / "checkpoint.pt").exists()
     for out, (alone_out, _, _) in zip((outs[0], outs[2]), alone[:2]):
         pd.testing.assert_frame_equal(numbers(out), numbers(alone_out).iloc[:2], rtol=1e-5)
-        assert json.loads((out / "final.json").read_text())["epochs"] == 2
+        written = json.loads((out / "final.json").read_text())
+        assert written["epochs"] == 2 and written["stack"] == 2
+
+
+def test_runs_without_p_stack_alone_and_train_as_they_do_alone(toy4, tmp_path, alone):
+    """A stack of only runs without P (nopos_frozen, nopos: no position table among them) trains as each run alone."""
+    specs = [cell_spec(toy4, *cell, epochs=2) for cell in CELLS[2:]]
+    outs = [tmp_path / f"p{i}" for i in range(2)]
+    finals = stacked.train_stack(list(map(job_of, specs)), outs, CPU)
+    assert [final["pos_encoding"] for final in finals] == ["none", "none"]
+    for out, (alone_out, _, _) in zip(outs, alone[2:]):
+        pd.testing.assert_frame_equal(numbers(out), numbers(alone_out).iloc[:2], rtol=1e-5)
 
 
 class Killed(Exception):

@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 
-from embinit.identity.sources import DEFINITIONS, bindings, import_closure, module_file, module_lines
+from embinit.identity.digests import text_digest
+from embinit.identity.sources import (
+    DEFINITIONS,
+    assignments,
+    bindings,
+    from_imports,
+    import_closure,
+    module_file,
+    module_lines,
+)
 
 BUILDERS = "embinit.reports.builders"
 PACKAGE = "embinit.reports"
@@ -20,7 +28,7 @@ def report_code_digest(name: str) -> str:
     one's."""
     sources, modules = _parts(name)
     text = "".join(sources) + "".join("".join(module_lines(m)) for m in modules)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return text_digest(text, 16)
 
 
 def _parts(name: str) -> tuple[list[str], list[str]]:
@@ -33,7 +41,7 @@ def _parts(name: str) -> tuple[list[str], list[str]]:
     imported = [
         _target(module, alias.asname or alias.name, node)
         for module in reports
-        for node in _imports_from("".join(module_lines(module)))
+        for node in from_imports(module)
         if node.module.startswith("embinit") and not node.module.startswith(PACKAGE)
         for alias in node.names
     ]
@@ -63,30 +71,7 @@ def _statements(module: str, name: str) -> list[ast.stmt]:
     statement = bindings(module).get(name)
     if isinstance(statement, DEFINITIONS):
         return [statement]
-    return _assigned("".join(module_lines(module))).get(name, [])
-
-
-@functools.lru_cache(maxsize=64)
-def _tree(text: str) -> ast.Module:
-    """A module's syntax tree, parsed once per text: a start digests every output it plans."""
-    return ast.parse(text)
-
-
-@functools.lru_cache(maxsize=64)
-def _assigned(text: str) -> dict[str, list[ast.stmt]]:
-    """Each name a module's top-level statements other than defs and imports store -> those statements."""
-    found: dict[str, list[ast.stmt]] = {}
-    for statement in _tree(text).body:
-        if not isinstance(statement, DEFINITIONS + (ast.Import, ast.ImportFrom)):
-            for name in {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}:
-                found.setdefault(name, []).append(statement)
-    return found
-
-
-@functools.lru_cache(maxsize=64)
-def _imports_from(text: str) -> tuple[ast.ImportFrom, ...]:
-    """A module's `from` imports, anywhere in it."""
-    return tuple(n for n in ast.walk(_tree(text)) if isinstance(n, ast.ImportFrom) and n.module)
+    return assignments(module).get(name, [])
 
 
 @functools.lru_cache(maxsize=1024)

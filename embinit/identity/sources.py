@@ -31,9 +31,40 @@ def module_lines(name: str) -> list[str]:
     return linecache.getlines(path)
 
 
+def module_text(name: str) -> str:
+    return "".join(module_lines(name))
+
+
+@functools.lru_cache(maxsize=256)
+def parse(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once per text (a start digests every output and run it plans); not to be
+    changed in place."""
+    return ast.parse(text)
+
+
 def module_tree(name: str) -> ast.Module:
     """Module `name`'s syntax tree, from its file."""
-    return ast.parse("".join(module_lines(name)))
+    return parse(module_text(name))
+
+
+@functools.lru_cache(maxsize=256)
+def _assigned(text: str) -> dict[str, list[ast.stmt]]:
+    found: dict[str, list[ast.stmt]] = {}
+    for statement in parse(text).body:
+        if not isinstance(statement, DEFINITIONS + IMPORTS):
+            for name in {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}:
+                found.setdefault(name, []).append(statement)
+    return found
+
+
+def assignments(name: str) -> dict[str, list[ast.stmt]]:
+    """Each name module `name`'s top-level statements other than defs and imports store -> those statements."""
+    return _assigned(module_text(name))
+
+
+def from_imports(name: str) -> list[ast.ImportFrom]:
+    """Module `name`'s `from` imports of a named module, anywhere in it."""
+    return [n for n in ast.walk(module_tree(name)) if isinstance(n, ast.ImportFrom) and n.module]
 
 
 def import_closure(names, prefix: str = "embinit") -> list[str]:
@@ -44,7 +75,7 @@ def import_closure(names, prefix: str = "embinit") -> list[str]:
         if (name := todo.pop()) in found:
             continue
         found.add(name)
-        todo += _imports("".join(module_lines(name)), prefix)
+        todo += _imports(module_text(name), prefix)
     return sorted(found)
 
 
@@ -53,7 +84,7 @@ def _imports(text: str, prefix: str) -> tuple[str, ...]:
     """The modules under `prefix` a module's text imports: a `from` import's module and the submodules it names
     (`from embinit.x import submodule`), a plain import's. Parsed once per text: a start digests every output it plans."""
     found = []
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parse(text)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
             found += [node.module, *(s for a in node.names if module_file(s := f"{node.module}.{a.name}"))]
         elif isinstance(node, ast.Import):

@@ -15,9 +15,10 @@ PACKAGES = ("embinit.training", "embinit.models")
 
 def training_modules() -> list[str]:
     """The code a run's result depends on: every module of embinit.training and embinit.models, and every
-    embinit module those import (position tables, vocabulary specials, ...), followed through their imports."""
+    embinit module those import (position tables, vocabulary specials, ...), followed through their imports; not this
+    package, which names the code but computes nothing a run learns."""
     modules = [f"{p}.{m.name}" for p in PACKAGES for m in pkgutil.iter_modules([str(module_file(p).parent)])]
-    return import_closure([*PACKAGES, *modules])
+    return [m for m in import_closure([*PACKAGES, *modules]) if not m.startswith("embinit.identity")]
 
 
 @functools.lru_cache(maxsize=256)

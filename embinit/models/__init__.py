@@ -1,7 +1,5 @@
-"""The paper's two model shapes: encoder-decoder translator and encoder-only classifier, with their settings.
-
-`embinit.models.config` imports no torch (the workflow's checks read it while they parse); the models load on first use.
-"""
+"""Stage 3, models: the paper's encoder-decoder translator and encoder-only classifier, and their settings
+(`embinit.models.config`, which imports no torch: the models load on first use, so the workflow's checks read it)."""
 
 import importlib
 

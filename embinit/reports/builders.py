@@ -40,15 +40,18 @@ def table3(job) -> pd.DataFrame:
 
 
 def table4(job) -> pd.DataFrame:
-    layers, out = _layers(job), job.output
-    vectors, tokens = _file(layers, "pretrained"), _file(layers, "tokens")
-    return analogy.table4(vectors, tokens, job.input.questions, job.params.config, out.csv, out.md)
+    return _analogies(job, analogy.table4)
 
 
 def table4_sensitivity(job) -> pd.DataFrame:
+    return _analogies(job, analogy.table4_sensitivity)
+
+
+def _analogies(job, build) -> pd.DataFrame:
+    """Table 4 or its sensitivity, from the pre-trained vectors and their tokens: one reading of the job for both."""
     layers, out = _layers(job), job.output
     vectors, tokens = _file(layers, "pretrained"), _file(layers, "tokens")
-    return analogy.table4_sensitivity(vectors, tokens, job.input.questions, job.params.config, out.csv, out.md)
+    return build(vectors, tokens, job.input.questions, job.params.config, out.csv, out.md)
 
 
 def table5(job) -> pd.DataFrame:

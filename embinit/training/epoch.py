@@ -1,10 +1,10 @@
-"""One epoch of a run: the model and its optimizer, the training pass (Adam steps over batches) and the
-validation loss."""
+"""One epoch of a run: the model and its optimizer, the training pass (Adam steps over batches; one loop for a run
+alone and for the runs of a stack, embinit.training.stacked) and the validation loss."""
 
 from __future__ import annotations
 
 import sys
-from typing import Callable, Iterable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -93,11 +93,46 @@ def train_step(
     return loss.detach(), n
 
 
+def train_pass(
+    step: Callable[[list], tuple[torch.Tensor, list[int]]],
+    datas: list,
+    orders: list[Sequence[np.ndarray]],
+    device: torch.device,
+    name: str,
+    epoch: int,
+) -> list[tuple[float, int]]:
+    """The epoch loop of k runs in step (a run alone: k = 1), each over its own batch order of its own data: `step`
+    takes their k host batches, steps each run once and gives back their summed losses (k,), left on the device, and
+    their numbers of terms. Returns each run's (mean loss per term, real non-pad tokens seen); it stops early once no
+    run's loss is finite (a sum of losses stays so), for the caller to check."""
+    steps = {len(order) for order in orders}
+    if len(steps) > 1:
+        raise ValueError(f"the runs of a stack take different numbers of steps an epoch: {sorted(steps)}")
+    k, lengths = len(datas), [data.lengths() for data in datas]
+    loss_sum = torch.zeros(k, device=device)
+    terms, tokens = [0] * k, [0] * k
+    progress = tqdm(
+        zip(*orders), total=steps.pop(), desc=f"{name} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10
+    )
+    for done, indices in enumerate(progress, start=1):
+        losses, n = step([data.batch(i) for data, i in zip(datas, indices)])
+        loss_sum += losses
+        for i in range(k):
+            terms[i] += n[i]
+            tokens[i] += int(lengths[i][indices[i]].sum())
+        if done % FINITE_CHECK_EVERY == 0:  # each check waits for the device
+            sums = loss_sum.tolist()
+            if not np.isfinite(sums).any():
+                break
+            progress.set_postfix(loss=" ".join(f"{s / t:.3f}" for s, t in zip(sums, terms)))
+    return [(s / t, n) for s, t, n in zip(loss_sum.tolist(), terms, tokens)]
+
+
 def train_epoch(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     data,
-    batches: Iterable[np.ndarray],
+    batches: Sequence[np.ndarray],
     device: torch.device,
     bf16: bool,
     name: str = "",
@@ -109,20 +144,14 @@ def train_epoch(
     `batch_loss`); returns (mean loss per term, real non-pad tokens seen)."""
     model.train()
     policy = step_policy(device, compiled=compiled_loss is not None)
-    lengths = data.lengths()
-    loss_sum = torch.zeros((), device=device)
-    terms = tokens = 0
-    progress = tqdm(batches, desc=f"{name} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10)
-    for step, indices in enumerate(progress, start=1):
-        loss, n = train_step(model, optimizer, data.batch(indices), device, bf16, policy, compiled_loss, packed)
-        loss_sum += loss
-        terms += n
-        tokens += int(lengths[indices].sum())
-        if step % FINITE_CHECK_EVERY == 0:
-            check_finite(loss_sum.item(), name, epoch, "training loss")
-            progress.set_postfix(loss=f"{loss_sum.item() / terms:.3f}")
-    check_finite(loss_sum.item(), name, epoch, "training loss")
-    return loss_sum.item() / terms, tokens
+
+    def step(batches):
+        loss, n = train_step(model, optimizer, batches[0], device, bf16, policy, compiled_loss, packed)
+        return loss, [n]
+
+    ((loss, tokens),) = train_pass(step, [data], [batches], device, name, epoch)
+    check_finite(loss, name, epoch, "training loss")
+    return loss, tokens
 
 
 @torch.no_grad()

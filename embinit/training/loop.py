@@ -162,8 +162,8 @@ def record(
     run: Run, rows: list[dict], best_model: dict, state: dict, path: Path, out_dir: Path, stack: int = 1
 ) -> dict:
     """After the last epoch: select and score the reported state, write the run's records (final.json last) and
-    mark its checkpoint finished. `stack`: how many runs trained together with this one in one model, itself
-    included (embinit.training.stacked)."""
+    mark its checkpoint finished. `stack`: how many runs trained together with this one in one model when it ended,
+    itself included (embinit.training.stacked)."""
     write_metrics(out_dir / "metrics.parquet", rows)
     if run.translation:
         selected = select_and_score_translation(run, rows, best_model, out_dir)
@@ -453,5 +453,5 @@ def final_record(run: Run, rows: list[dict], selected: dict, stack: int = 1) -> 
         "model_init": spec.model["init"],
         "final_norm": spec.model["final_norm"],
         "training_code": checkpoint.code_digest(),
-        "spec_digest": spec.digest,  # what the workflow compares with the spec it plans (embinit.records)
+        "spec_digest": spec.digest,  # what the workflow compares with the spec it plans (embinit.identity.records)
     }

@@ -14,16 +14,19 @@ scoring, checkpoint and record. Which runs share a stack changes none of it:
   elementwise: one optimizer over the stacked weights steps each run as its own would (a frozen run's embedding
   slice gets a zero gradient and so no update).
 A stacked run therefore is the run it is alone up to floating-point rounding (tests/test_stacked.py); its record says
-`stack: k`, and its checkpoint is a plain run's, so a killed stack resumes each run, stacked or alone.
+the size of the stack it ended in (`stack`), and its checkpoint is a plain run's, so a killed stack resumes each run,
+stacked or alone.
 Stacked together: translation runs of one vocabulary and D with equal model, training settings, lr, batch size and
 whose position encodings are `sinusoidal` or `none` (`stack_problems` says what differs). A run of fewer epochs
-records itself after its last and leaves; the others train on as a stack of the rest.
+records itself after its last and leaves; the others train on as a stack of the rest. Each step of a stack is
+`Stack.step`; its epoch loop is a lone run's (embinit.training.epoch.train_pass).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import logging
 import math
@@ -34,7 +37,6 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from embinit.data.vocab import BOS, PAD
 from embinit.io import disk_space
@@ -43,7 +45,7 @@ from embinit.models.loss import linear_cross_entropy
 from embinit.models.position import PositionEncoding
 from embinit.training import checkpoint
 from embinit.training.device import autocast, place, step_policy
-from embinit.training.epoch import check_finite
+from embinit.training.epoch import adam, check_finite, train_pass
 from embinit.training.loop import (
     RUN_LOG,
     Run,
@@ -184,7 +186,8 @@ class StackedEmbedding(nn.Module):
 
 
 class StackedPosition(PositionEncoding):
-    """k runs' additive position tables (k, max_len, D): sinusoidal, or zeros for a run without P."""
+    """k runs' additive position tables (k, max_len, D): sinusoidal, or zeros for a run without P (at least one
+    run has P: `stack_models`)."""
 
     def __init__(self, parts: list[PositionEncoding]):
         super().__init__(0, None)
@@ -251,7 +254,7 @@ def stack_models(models: list[nn.Module], state: StackState) -> nn.Module:
             replacement = StackedLayerNorm(parts)
         elif isinstance(module, nn.Embedding):
             replacement = StackedEmbedding(parts)
-        elif isinstance(module, PositionEncoding):
+        elif isinstance(module, PositionEncoding) and any(hasattr(p, "table") for p in parts):  # none: adds nothing
             replacement = StackedPosition(parts)
         elif isinstance(module, Dropout):
             replacement = StackedDropout(module.p, dropout_lengths(name), state)
@@ -287,14 +290,7 @@ class Stack:
         self.state = StackState(generators)
         self.model = stack_models([run.model for run in runs], self.state)
         self.names = {id(p): name for name, p in self.model.named_parameters()}
-        first = runs[0]
-        self.optimizer = torch.optim.Adam(
-            [p for p in self.model.parameters() if p.requires_grad],
-            lr=first.spec.lr,
-            betas=tuple(first.spec.train["adam_betas"]),
-            eps=first.spec.train["adam_eps"],
-            fused=True,
-        )
+        self.optimizer = adam(self.model, runs[0].spec.lr, runs[0].spec.train)
         self.embeddings = [m for m in self.model.modules() if isinstance(m, StackedEmbedding)]
         self.load_optimizers()
 
@@ -392,30 +388,12 @@ class Stack:
         return losses.detach(), terms
 
     def train_epoch(self, epoch: int, device: torch.device, bf16: bool) -> list[tuple[float, int]]:
-        """One pass of every run over its own batches, in step: (mean loss per term, real tokens) of each run. The
-        losses are read once, at the end: a run whose loss is not finite leaves then (`train_group`)."""
+        """One pass of every run over its own batches, in step: (mean loss per term, real tokens) of each run. A run
+        whose loss is not finite leaves after it (`train_group`)."""
         self.model.train()
-        policy = step_policy(device)
-        orders = [iter(run.sampler) for run in self.runs]
-        steps = {len(run.sampler) for run in self.runs}
-        if len(steps) > 1:
-            raise ValueError(f"the runs of a stack take different numbers of steps an epoch: {sorted(steps)}")
-        k = len(self.runs)
-        loss_sum = torch.zeros(k, dtype=torch.float32, device=device)
-        terms, tokens = [0] * k, [0] * k
-        lengths = [run.splits["train"].lengths() for run in self.runs]
-        progress = tqdm(
-            range(1, steps.pop() + 1), desc=f"stack of {k} epoch {epoch}", file=sys.stderr, leave=False, mininterval=10
-        )
-        for step in progress:
-            indices = [next(order) for order in orders]
-            batches = [run.splits["train"].batch(i) for run, i in zip(self.runs, indices)]
-            losses, n = self.step(batches, device, bf16, policy)
-            loss_sum += losses.float()
-            for i in range(k):
-                terms[i] += n[i]
-                tokens[i] += int(lengths[i][indices[i]].sum())
-        return [(float(s) / t, n) for s, t, n in zip(loss_sum.tolist(), terms, tokens)]
+        step = functools.partial(self.step, device=device, bf16=bf16, policy=step_policy(device))
+        datas, orders = [run.splits["train"] for run in self.runs], [run.sampler for run in self.runs]
+        return train_pass(step, datas, orders, device, f"stack of {len(self.runs)}", epoch)
 
 
 def _adam_state_by_name(run: Run) -> dict[str, dict]:
@@ -483,9 +461,9 @@ def train_group(members: list[tuple], start: int, device: torch.device, finals: 
     """Train runs that resume after epoch `start` (0: fresh) as one stack, each to its own last epoch, and record
     them into `finals` (by id of the member); a finished run leaves, and so does one whose loss is no longer finite
     (its checkpoint is its last finite epoch's, as alone), and the rest go on as a new stack of their current state.
-    Returns why runs failed."""
+    Returns why runs failed. A run's record says the stack it ended in."""
     kept = {id(m): (m[2]["rows"], m[2]["best_model"], m[2]) if m[2] else ([], None, None) for m in members}
-    training, failed, k, epoch = list(members), [], len(members), start
+    training, failed, epoch = list(members), [], start
     while training:
         runs = [m[0] for m in training]
         stack = Stack(runs, [m[3] for m in training])
@@ -515,6 +493,6 @@ def train_group(members: list[tuple], start: int, device: torch.device, finals: 
                 kept[id(member)] = (rows, best_model, state)
         for member in [m for m in training if m[0].spec.epochs == epoch]:
             run, _, _, _, path, out_dir = member
-            finals[id(member)] = record(run, *kept[id(member)], path, out_dir, stack=k)
+            finals[id(member)] = record(run, *kept[id(member)], path, out_dir, stack=len(runs))
             training.remove(member)
     return failed

@@ -18,14 +18,13 @@ file, or editing a function no entry in use calls, reruns nothing.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from embinit.identity.digests import text_digest
 from embinit.identity.fingerprints import MODULE_PREFIX, FingerprintError, code_fingerprint
@@ -157,20 +156,3 @@ class ExtensionFiles:
 
     def load(self) -> list[ModuleType]:
         return load(self.paths)
-
-
-@contextlib.contextmanager
-def isolated() -> Iterator[None]:
-    """Undo, on exit, every extension loaded and every registry entry added inside the block (for tests)."""
-    before, loaded, origin = _snapshot(), dict(_LOADED), dict(_ORIGIN)
-    try:
-        yield
-    finally:
-        _restore(before)
-        for path, module in list(_LOADED.items()):
-            if path not in loaded:
-                sys.modules.pop(module.__name__, None)
-        _LOADED.clear()
-        _LOADED.update(loaded)
-        _ORIGIN.clear()
-        _ORIGIN.update(origin)
