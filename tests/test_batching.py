@@ -14,7 +14,8 @@ import torch
 
 from conftest import REPO
 from embinit.workflow.config import ConfigError
-from embinit.workflow.extensions import isolated, load
+from conftest import isolated
+from embinit.workflow.extensions import load
 from embinit.training.batching import batch_sampler
 from embinit.workflow.trials import try_entries
 from test_config import _config

@@ -365,7 +365,7 @@ def test_validation_bleu_only_for_the_runs_figure1_plots_unless_forced():
 
 
 def test_extensions_are_loaded_first_and_their_errors_name_the_key(tmp_path):
-    from embinit.workflow.extensions import isolated
+    from conftest import isolated
     from embinit.layers.initializers import INITIALIZERS
 
     ext = tmp_path / "ext.py"
