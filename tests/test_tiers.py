@@ -19,7 +19,7 @@ def test_an_unmarked_test_that_starts_snakemake_fails_before_it_starts(tmp_path)
 def test_cuda_tests_are_skipped_saying_why_where_torch_has_no_cuda():
     """CI has no GPU: there every test marked `cuda` is reported as skipped with its reason, none as passed."""
     proc = subprocess.run(
-        # -n 0: one process (pyproject's addopts start two workers, whose lines read otherwise)
+        # -n 0: one process (pyproject's addopts start three workers, whose lines read otherwise)
         [sys.executable, "-m", "pytest", "-n", "0", "-v", "-rs", "-p", "no:cacheprovider", "tests/test_cuda.py"],
         cwd=REPO,
         capture_output=True,
