@@ -16,6 +16,7 @@ import sys
 import textwrap
 from typing import Iterator
 
+from embinit.identity.digests import text_digest
 from embinit.identity.sources import DEFINITIONS, Source, bindings, module_file
 
 MODULE_PREFIX = "embinit_ext_"  # the module name of every extension file embinit.workflow.extensions loads
@@ -189,4 +190,4 @@ def code_fingerprint(*objects) -> str:
         own, named = _own_part(obj)
         parts |= own
         todo += named
-    return hashlib.sha256(repr(sorted(parts)).encode()).hexdigest()[:16]
+    return text_digest(repr(sorted(parts)), 16)
