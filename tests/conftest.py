@@ -17,6 +17,7 @@ from typing import Iterator
 import pandas as pd
 import pytest
 import yaml
+from job_zygote import JobZygote
 from snakemake_zygote import Zygote
 
 from embinit.workflow import extensions
@@ -190,6 +191,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 ZYGOTE_ENV = {**os.environ, "PYTHONHASHSEED": "0"}  # before any test changes it: the environment the zygote starts in
 ZYGOTE: list[Zygote] = []  # this process's snakemake zygote (tests/snakemake_zygote.py), started on first use
+JOB_ZYGOTE: list[JobZygote] = []  # and the one its starts' script jobs fork from (tests/job_zygote.py)
 
 
 def snakemake_command(workdir: Path, code: Path = REPO) -> list[str]:
@@ -201,7 +203,8 @@ def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout
     """Run snakemake from this venv on the repo's workflow; return the CompletedProcess. Only a test marked
     `slow` may: a snakemake start costs seconds, and `pytest -m "not slow"` is the fast tier. The start is a child of
     this process's zygote (tests/snakemake_zygote.py), which has imported snakemake already, unless
-    TESTS_SNAKEMAKE_ZYGOTE=0 or the environment asks for a fresh interpreter."""
+    TESTS_SNAKEMAKE_ZYGOTE=0 or the environment asks for a fresh interpreter. Its script jobs fork from the job zygote
+    (tests/job_zygote.py), which has imported torch and the other libraries they import, unless TESTS_JOB_ZYGOTE=0."""
     test = RUNNING.get("test")
     if test is not None and test.get_closest_marker("slow") is None:
         pytest.fail(f"{test.nodeid} starts snakemake: mark it @pytest.mark.slow (pyproject.toml's marker)")
@@ -209,7 +212,10 @@ def run_snakemake(args: list[str], cwd: Path = REPO, check: bool = True, timeout
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     forked = os.environ.get("TESTS_SNAKEMAKE_ZYGOTE") != "0"  # "0": every start a fresh interpreter
     if forked and (not ZYGOTE or ZYGOTE[0].proc.poll() is not None):
-        ZYGOTE[:] = [Zygote(ZYGOTE_ENV)]
+        if os.environ.get("TESTS_JOB_ZYGOTE") != "0" and not JOB_ZYGOTE:
+            JOB_ZYGOTE.append(JobZygote(ZYGOTE_ENV))
+            atexit.register(JOB_ZYGOTE[0].close)
+        ZYGOTE[:] = [Zygote(ZYGOTE_ENV, str(JOB_ZYGOTE[0].python) if JOB_ZYGOTE else None)]
         atexit.register(ZYGOTE[0].close)  # reaped before this process ends, its CPU counted with this process's
     if forked and ZYGOTE[0].can_run(env):
         proc = ZYGOTE[0].run(cmd, env, timeout)

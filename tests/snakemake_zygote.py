@@ -8,7 +8,8 @@ takes the caller's working directory, environment, argv and output files, then r
 interpreter's main program and exits as `python -m snakemake` would (atexit handlers, flushed streams, its exit code).
 The workflow's own code (embinit, the Snakefile) is imported in each child, never in the zygote, so an edited file is
 read as a fresh start reads it. A start whose environment changes how an interpreter starts (a PYTHON* variable other
-than the zygote's) runs as a fresh process instead (`Zygote.can_run`).
+than the zygote's) runs as a fresh process instead (`Zygote.can_run`). Given a `python` (tests/job_zygote.py's shim), a
+child runs its script jobs with it: they fork from the job zygote, which has imported torch.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from pathlib import Path
 class Zygote:
     """The pytest side: one zygote process, started on first use, asked for one start at a time."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], python: str | None = None) -> None:
         self.env = env
+        self.python = python  # the Python of its starts' script jobs (tests/job_zygote.py's shim), or theirs
         self.proc = subprocess.Popen(
             [sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env, text=True
         )
@@ -44,7 +46,7 @@ class Zygote:
         "snakemake", ...], in a child of the zygote, which kills the child at its timeout."""
         with tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
-            request = {"argv": cmd[3:], "cwd": os.getcwd(), "env": env, "timeout": timeout}
+            request = {"argv": cmd[3:], "cwd": os.getcwd(), "env": env, "timeout": timeout, "python": self.python}
             self.proc.stdin.write(json.dumps({**request, "stdout": str(out), "stderr": str(err)}) + "\n")
             self.proc.stdin.flush()
             reply = self.proc.stdout.readline()
@@ -95,6 +97,8 @@ def _become(request: dict) -> None:
         os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
     sys.path[0] = request["cwd"]  # `python -m` puts the working directory first
     sys.argv = [str(Path(snakemake.__file__).with_name("__main__.py")), *request["argv"]]
+    if request["python"]:
+        sys.executable = request["python"]  # what Snakemake runs its script jobs with
 
 
 # Libraries a start imports after its argument parser, none of them the workflow's code: snakemake's source cache
