@@ -5,11 +5,11 @@ or a job whose interpreter settings differ, runs in the real interpreter."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ZYGOTE_ENV
@@ -80,9 +80,17 @@ def test_a_shim_killed_outright_takes_its_job_with_it(jobs, tmp_path):
     shim.kill()
     shim.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{job}") and "zombie" not in open(f"/proc/{job}/status").read():
+    while alive(job):
         assert time.monotonic() < deadline, f"job {job} outlived its shim"
         time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie has ended; a reaped one is gone, perhaps between two reads)."""
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.parametrize(
