@@ -37,7 +37,6 @@ PRELOADED = (
     "scipy.stats",
     "torch",
     "torch._dynamo",
-    "torch.optim",
     "yaml",
     "jsonschema",
     "sacrebleu",
@@ -160,15 +159,9 @@ def _supervise(conn: socket.socket) -> dict:
         os.close(fd)
     conn.sendall(f"{pid}\n".encode())
     ended = os.pidfd_open(pid)
-    while True:
-        ready, _, _ = select.select([conn, ended], [], [])
-        if ended in ready:
-            break
-        with contextlib.suppress(OSError):
-            if conn.recv(64):
-                continue
-        os.kill(pid, signal.SIGKILL)  # the shim is gone (killed, or its job cancelled): so is its job
-        break
+    ready, _, _ = select.select([conn, ended], [], [])
+    if ended not in ready:  # the shim sends nothing more: its socket readable means it is gone, and so goes its job
+        os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     with contextlib.suppress(OSError):
         conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
